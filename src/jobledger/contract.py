@@ -1,0 +1,449 @@
+"""The pure vocabulary of jobledger: validation, canonical JSON, authority, occurrence identity.
+
+Nothing here touches storage or time. Every rule mirrors the reference implementation so that a
+database written by either side is read identically by the other, and so that occurrence ids
+derived here equal the ones the reference derives (they are SHA-256 digests of canonical JSON).
+
+Canonical JSON is **byte-identical to ECMAScript ``JSON.stringify``** of the key-sorted value:
+
+* object keys sorted by UTF-16 code units, except that *array-index* keys ("0".."4294967294",
+  canonical decimal) always come first in ascending numeric order, as every ECMAScript engine
+  enumerates them;
+* numbers printed with ECMAScript Number-to-String (``1`` not ``1.0``, ``1e+21``, ``1.5e-7``);
+* strings escape ``"``, ``\\`` and control characters (``\\b \\f \\n \\r \\t``, others
+  ``\\u00xx``) and lone surrogates (``\\udxxx``); everything else is emitted raw as UTF-8.
+
+Python specifics the reference does not have: ``bool`` is never an integer; an ``int`` is accepted
+in JSON only when an IEEE 754 double holds it exactly (so no value silently changes), and
+integral floats up to 2**53 are stored as the integer they equal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Final
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "AUTHORITY_ENVELOPE_VERSION",
+    "CONTRACT_VERSION",
+    "DEFAULT_HISTORY_LIMIT",
+    "DEFAULT_MAX_ATTEMPTS",
+    "MAX_HISTORY_LIMIT",
+    "MAX_JOB_ATTEMPTS",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_LEASE_MS",
+    "MAX_SAFE_INTEGER",
+    "OCCURRENCE_STATUSES",
+    "TERMINAL_STATUSES",
+    "canonical_json",
+    "derive_occurrence_identity",
+    "ecmascript_number",
+    "is_safe_int",
+    "normalize_authority",
+    "normalize_epoch_ms",
+    "normalize_history_limit",
+    "normalize_identifier",
+    "normalize_json",
+    "normalize_lease_ms",
+    "normalize_max_attempts",
+    "normalize_positive_int",
+    "parse_stored_json",
+]
+
+CONTRACT_VERSION: Final = 1
+AUTHORITY_ENVELOPE_VERSION: Final = 1
+DEFAULT_MAX_ATTEMPTS: Final = 3
+MAX_JOB_ATTEMPTS: Final = 32
+DEFAULT_HISTORY_LIMIT: Final = 50
+MAX_HISTORY_LIMIT: Final = 200
+MAX_JSON_BYTES: Final = 1_048_576
+MAX_JSON_DEPTH: Final = 64
+MAX_LEASE_MS: Final = 24 * 60 * 60 * 1000
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+MAX_IDENTIFIER_LENGTH: Final = 256
+MAX_CAPABILITIES: Final = 256
+
+OCCURRENCE_STATUSES: Final = ("queued", "running", "retry_wait", "succeeded", "dead_letter")
+TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter"})
+
+IDENTITY_PREFIX: Final = b"chainlesschain.scheduler.occurrence.v1\x00"
+
+# ECMAScript String.prototype.trim strips WhiteSpace and LineTerminator code points. Python's
+# str.strip() differs (it strips U+001C..U+001F and U+0085, and keeps U+FEFF), so spell it out.
+_JS_WHITESPACE: Final = (
+    "\u0009\u000a\u000b\u000c\u000d\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]*")
+_MAX_ARRAY_INDEX: Final = 4_294_967_294
+
+
+def is_safe_int(value: object) -> bool:
+    """True for a Python ``int`` (never ``bool``) within ±(2**53 − 1)."""
+    return type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+
+
+def _is_integral_number(value: object) -> bool:
+    # The reference uses Number.isSafeInteger, which accepts 3.0; mirror that for floats.
+    if type(value) is float:
+        return math.isfinite(value) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER
+    return is_safe_int(value)
+
+
+def normalize_positive_int(value: object, field: str) -> int:
+    """A safe integer ≥ 1 (``bool`` rejected, ``3.0`` accepted as 3)."""
+    if not _is_integral_number(value) or value < 1:  # type: ignore[operator]
+        raise InvalidArgument(f"{field} must be a positive integer")
+    return int(value)  # type: ignore[call-overload,no-any-return]
+
+
+def normalize_epoch_ms(value: object, field: str) -> int:
+    """A non-negative safe integer of epoch milliseconds."""
+    if not _is_integral_number(value) or value < 0:  # type: ignore[operator]
+        raise InvalidArgument(f"{field} must be a non-negative safe-integer epoch ms")
+    return int(value)  # type: ignore[call-overload,no-any-return]
+
+
+def normalize_max_attempts(value: object = DEFAULT_MAX_ATTEMPTS) -> int:
+    if not _is_integral_number(value) or not 1 <= value <= MAX_JOB_ATTEMPTS:  # type: ignore[operator]
+        raise InvalidArgument(f"maxAttempts must be an integer between 1 and {MAX_JOB_ATTEMPTS}")
+    return int(value)  # type: ignore[call-overload,no-any-return]
+
+
+def normalize_history_limit(value: object = DEFAULT_HISTORY_LIMIT) -> int:
+    if value is None:
+        return DEFAULT_HISTORY_LIMIT
+    if not _is_integral_number(value) or value < 1:  # type: ignore[operator]
+        raise InvalidArgument("history limit must be a positive integer")
+    return min(int(value), MAX_HISTORY_LIMIT)  # type: ignore[call-overload,no-any-return]
+
+
+def normalize_lease_ms(value: object) -> int:
+    lease = normalize_positive_int(value, "leaseMs")
+    if lease > MAX_LEASE_MS:
+        raise InvalidArgument(f"leaseMs must not exceed {MAX_LEASE_MS}")
+    return lease
+
+
+def _utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def normalize_identifier(
+    value: object, field: str, *, max_length: int = MAX_IDENTIFIER_LENGTH
+) -> str:
+    """Trim ECMAScript whitespace; reject empty, too long (UTF-16 units) or C0/DEL characters."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a string")
+    text = value.strip(_JS_WHITESPACE)
+    if (
+        not text
+        or _utf16_length(text) > max_length
+        or any(ord(ch) <= 0x1F or ord(ch) == 0x7F for ch in text)
+    ):
+        raise InvalidArgument(f"{field} is not a valid identifier")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def _utf16_sort_key(key: str) -> bytes:
+    # Big-endian UTF-16 bytes compare exactly like UTF-16 code units, which is how ECMAScript's
+    # default sort orders strings (it differs from code-point order only for astral characters).
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _is_array_index(key: str) -> bool:
+    return _ARRAY_INDEX.fullmatch(key) is not None and int(key) <= _MAX_ARRAY_INDEX
+
+
+def _ordered_keys(keys: list[str]) -> list[str]:
+    indexes = sorted((k for k in keys if _is_array_index(k)), key=int)
+    names = sorted((k for k in keys if not _is_array_index(k)), key=_utf16_sort_key)
+    return indexes + names
+
+
+def _join_surrogate_pairs(text: str) -> str:
+    # A Python str may hold a high and a low surrogate as two code points; an ECMAScript string
+    # holding the same two code units is one astral character. Join them so both agree.
+    if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def normalize_json(value: object, field: str = "value") -> Any:
+    """Return a plain JSON value (dict/list/str/int/float/bool/None) with keys in canonical order.
+
+    Raises :class:`InvalidArgument` for non-JSON values, cycles, non-finite numbers, integers a
+    double cannot hold, nesting deeper than 64, or an encoding larger than 1 MiB.
+    """
+    normalized = _normalize(value, field, 0, set())
+    size = len(_encode(normalized).encode("utf-8"))
+    if size > MAX_JSON_BYTES:
+        raise InvalidArgument(f"{field} exceeds {MAX_JSON_BYTES} encoded bytes")
+    return normalized
+
+
+def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidArgument(f"{field} exceeds maximum JSON depth")
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is str:
+        return _join_surrogate_pairs(value)
+    if type(value) is int:
+        if float(value) != value:
+            raise InvalidArgument(
+                f"{field} contains an integer that a JSON number (IEEE 754 double) cannot hold"
+            )
+        return value
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise InvalidArgument(f"{field} contains a non-finite number")
+        if value.is_integer() and abs(value) <= 2**53:
+            return int(value)  # also turns -0.0 into 0, as JSON.stringify does
+        return value
+    if type(value) in (list, tuple, dict):
+        marker = id(value)
+        if marker in active:
+            raise InvalidArgument(f"{field} contains a cycle")
+        active.add(marker)
+        try:
+            if type(value) is dict:
+                for key in value:
+                    if type(key) is not str:
+                        raise InvalidArgument(f"{field} object keys must be strings")
+                items = {
+                    _join_surrogate_pairs(k): _normalize(v, field, depth + 1, active)
+                    for k, v in value.items()
+                }
+                return {k: items[k] for k in _ordered_keys(list(items))}
+            return [_normalize(item, field, depth + 1, active) for item in value]  # type: ignore[attr-defined]
+        finally:
+            active.discard(marker)
+    if isinstance(value, (dict, list, tuple, str, int, float)):
+        raise InvalidArgument(f"{field} must be a plain object")
+    raise InvalidArgument(f"{field} contains a non-JSON value")
+
+
+_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESCAPE: Final = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
+def _encode_string(text: str) -> str:
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
+
+
+def ecmascript_number(value: int | float) -> str:
+    """ECMAScript Number::toString for a finite number."""
+    if type(value) is int:
+        if abs(value) <= 2**53:
+            return str(value)
+        value = float(value)
+    if value == 0:
+        return "0"
+    if value < 0:
+        return "-" + ecmascript_number(-value)
+    # repr() gives the shortest digit string that round-trips, the same digits ECMAScript picks.
+    _, digit_tuple, exponent10 = Decimal(repr(value)).as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    assert isinstance(exponent10, int)
+    stripped = digits.rstrip("0")
+    exponent10 += len(digits) - len(stripped)
+    digits = stripped.lstrip("0") or "0"
+    point = len(digits) + exponent10  # ECMAScript's n: where the decimal point falls
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * (-n) + digits
+    exponent = n - 1
+    sign = "+" if exponent >= 0 else "-"
+    head = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{head}e{sign}{abs(exponent)}"
+
+
+def _encode(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is str:
+        return _encode_string(value)
+    if type(value) in (int, float):
+        return ecmascript_number(value)
+    if type(value) is list:
+        return "[" + ",".join(_encode(item) for item in value) + "]"
+    return "{" + ",".join(_encode_string(k) + ":" + _encode(v) for k, v in value.items()) + "}"
+
+
+def canonical_json(value: object, field: str = "value") -> str:
+    """Canonical JSON text: ECMAScript ``JSON.stringify`` of the key-sorted, normalized value."""
+    return _encode(normalize_json(value, field))
+
+
+def _parse_number(text: str) -> int | float:
+    number = float(text)
+    if number.is_integer() and abs(number) <= 2**53:
+        return int(number)
+    return number
+
+
+def parse_stored_json(text: str) -> Any:
+    """Parse JSON text the way an ECMAScript engine reads it (every number is a double)."""
+    import json
+
+    return json.loads(text, parse_int=_parse_number, parse_float=_parse_number)
+
+
+# ---------------------------------------------------------------------------------------------
+# Authority envelope
+
+_AUTHORITY_KEYS: Final = frozenset(
+    {
+        "schemaVersion",
+        "principal",
+        "tenantId",
+        "workspaceId",
+        "requestedCapabilities",
+        "authorizationRefs",
+    }
+)
+_REF_KEYS: Final = frozenset(
+    {
+        "decisionId",
+        "policyRevision",
+        "schedulerPolicyRevision",
+        "grantIds",
+        "approvalIds",
+        "delegationIds",
+    }
+)
+
+
+def _require_plain_object(value: object, field: str) -> Mapping[str, Any]:
+    if type(value) is not dict:
+        raise InvalidArgument(f"{field} must be a plain object")
+    return value
+
+
+def _reject_unknown(value: Mapping[str, Any], allowed: frozenset[str], field: str) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise InvalidArgument(f"{field} contains unknown fields", details={"fields": unknown})
+
+
+def _optional_identifier(value: object, field: str) -> str | None:
+    return None if value is None else normalize_identifier(value, field)
+
+
+def _identifier_list(value: object, field: str) -> list[str]:
+    if value is None:
+        return []
+    if type(value) not in (list, tuple):
+        raise InvalidArgument(f"{field} must be an array of identifiers")
+    items: list[object] = list(value)  # type: ignore[call-overload]
+    if len(items) > MAX_CAPABILITIES:
+        raise InvalidArgument(f"{field} must contain at most {MAX_CAPABILITIES} identifiers")
+    unique = {normalize_identifier(item, field) for item in items}
+    return sorted(unique, key=_utf16_sort_key)
+
+
+def normalize_authority(value: object) -> dict[str, Any]:
+    """Normalize an authority envelope (descriptive evidence of who asked; never a grant)."""
+    envelope = _require_plain_object(value, "authority")
+    _reject_unknown(envelope, _AUTHORITY_KEYS, "authority")
+    version = envelope.get("schemaVersion", AUTHORITY_ENVELOPE_VERSION)
+    if not (_is_integral_number(version) and version == AUTHORITY_ENVELOPE_VERSION):
+        raise InvalidArgument("authority.schemaVersion must be 1")
+    principal = _require_plain_object(envelope.get("principal"), "authority.principal")
+    _reject_unknown(principal, frozenset({"type", "id"}), "authority.principal")
+    refs_input = envelope.get("authorizationRefs")
+    refs_in = (
+        {}
+        if refs_input is None
+        else _require_plain_object(refs_input, "authority.authorizationRefs")
+    )
+    _reject_unknown(refs_in, _REF_KEYS, "authority.authorizationRefs")
+
+    refs: dict[str, Any] = {
+        "decisionId": _optional_identifier(
+            refs_in.get("decisionId"), "authority.authorizationRefs.decisionId"
+        ),
+        "policyRevision": _optional_identifier(
+            refs_in.get("policyRevision"), "authority.authorizationRefs.policyRevision"
+        ),
+    }
+    if "schedulerPolicyRevision" in refs_in:
+        refs["schedulerPolicyRevision"] = _optional_identifier(
+            refs_in["schedulerPolicyRevision"],
+            "authority.authorizationRefs.schedulerPolicyRevision",
+        )
+    for key in ("grantIds", "approvalIds", "delegationIds"):
+        refs[key] = _identifier_list(refs_in.get(key), f"authority.authorizationRefs.{key}")
+    return {
+        "schemaVersion": AUTHORITY_ENVELOPE_VERSION,
+        "principal": {
+            "type": normalize_identifier(
+                principal.get("type"), "authority.principal.type", max_length=64
+            ),
+            "id": normalize_identifier(principal.get("id"), "authority.principal.id"),
+        },
+        "tenantId": _optional_identifier(envelope.get("tenantId"), "authority.tenantId"),
+        "workspaceId": _optional_identifier(envelope.get("workspaceId"), "authority.workspaceId"),
+        "requestedCapabilities": _identifier_list(
+            envelope.get("requestedCapabilities"), "authority.requestedCapabilities"
+        ),
+        "authorizationRefs": refs,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Occurrence identity
+
+
+def derive_occurrence_identity(
+    *, job_id: object, job_revision: object, scheduled_for: object, trigger_key: object
+) -> tuple[str, str]:
+    """Return ``(occurrence_id, idempotency_key)`` for one logical firing of a job.
+
+    The same (job, revision, scheduled instant, trigger key) always yields the same identity,
+    in any process on any machine, and the same one the reference implementation derives.
+    """
+    material = canonical_json(
+        {
+            "contractVersion": CONTRACT_VERSION,
+            "jobId": normalize_identifier(job_id, "jobId"),
+            "jobRevision": normalize_positive_int(job_revision, "jobRevision"),
+            "scheduledFor": normalize_epoch_ms(scheduled_for, "scheduledFor"),
+            "triggerKey": normalize_identifier(trigger_key, "triggerKey"),
+        }
+    )
+    digest = hashlib.sha256(IDENTITY_PREFIX + material.encode("utf-8")).hexdigest()
+    return f"occ_{digest}", f"scheduler:v1:{digest}"

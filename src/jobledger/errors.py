@@ -1,0 +1,199 @@
+"""The jobledger exception tree.
+
+Every error jobledger raises on purpose is a :class:`SchedulerError` carrying a stable ``code``
+(the reference implementation's ``SCHEDULER_*`` codes, so logs and alerts stay comparable),
+a message that says what happened, and ``details`` (a JSON-able dict or ``None``). Where a lower
+layer caused it, the original exception is chained as ``__cause__``.
+
+A failed call changes nothing: validation runs before any write, and every write happens in one
+transaction that is rolled back on error.
+
+::
+
+    SchedulerError                      (root; catch this to handle every jobledger error)
+    ├── InvalidArgument                 SCHEDULER_INVALID_ARGUMENT
+    ├── NotFound                        SCHEDULER_NOT_FOUND
+    ├── Conflict                        SCHEDULER_CONFLICT and the other *_CONFLICT codes
+    │   ├── RevisionConflict            SCHEDULER_REVISION_CONFLICT
+    │   ├── ClaimConflict               SCHEDULER_CLAIM_CONFLICT
+    │   ├── IdempotencyPayloadMismatch  SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH
+    │   └── RequeueConflict             SCHEDULER_REQUEUE_EVIDENCE_CONFLICT / _ATTEMPT_LIMIT
+    ├── JobDisabled                     SCHEDULER_JOB_DISABLED
+    ├── LeaseLost                       SCHEDULER_LEASE_LOST
+    ├── StoreClosed                     SCHEDULER_STORE_CLOSED
+    ├── SchemaError                     (the database is not one jobledger can use)
+    │   ├── SchemaCorrupt               SCHEDULER_SCHEMA_CORRUPT
+    │   ├── SchemaUnknown               SCHEDULER_SCHEMA_UNKNOWN
+    │   └── MigrationRequired           SCHEDULER_MIGRATION_REQUIRED
+    ├── DataCorrupt                     SCHEDULER_DATA_CORRUPT
+    ├── StorageUnavailable              SCHEDULER_STORAGE_UNAVAILABLE (details.commitState)
+    └── RuntimeRejection                SCHEDULER_RUNTIME_* (runtime configuration and execution)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ClaimConflict",
+    "Conflict",
+    "DataCorrupt",
+    "IdempotencyPayloadMismatch",
+    "InvalidArgument",
+    "JobDisabled",
+    "LeaseLost",
+    "MigrationRequired",
+    "NotFound",
+    "RequeueConflict",
+    "RevisionConflict",
+    "RuntimeRejection",
+    "SchedulerError",
+    "SchemaCorrupt",
+    "SchemaError",
+    "SchemaUnknown",
+    "StorageUnavailable",
+    "StoreClosed",
+    "error_for_code",
+]
+
+
+class SchedulerError(Exception):
+    """Root of every error jobledger raises on purpose.
+
+    ``code`` is stable and meant for programs; ``message`` is for people; ``details`` holds
+    JSON-able facts (expected vs actual revision, the storage code, ...).
+    """
+
+    default_code = "SCHEDULER_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code: str = code or self.default_code
+        self.message: str = message
+        self.details: dict[str, Any] | None = details
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view: ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class InvalidArgument(SchedulerError):
+    default_code = "SCHEDULER_INVALID_ARGUMENT"
+
+
+class NotFound(SchedulerError):
+    default_code = "SCHEDULER_NOT_FOUND"
+
+
+class Conflict(SchedulerError):
+    default_code = "SCHEDULER_CONFLICT"
+
+
+class RevisionConflict(Conflict):
+    default_code = "SCHEDULER_REVISION_CONFLICT"
+
+
+class ClaimConflict(Conflict):
+    default_code = "SCHEDULER_CLAIM_CONFLICT"
+
+
+class IdempotencyPayloadMismatch(Conflict):
+    default_code = "SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH"
+
+
+class RequeueConflict(Conflict):
+    default_code = "SCHEDULER_REQUEUE_EVIDENCE_CONFLICT"
+
+
+class JobDisabled(SchedulerError):
+    default_code = "SCHEDULER_JOB_DISABLED"
+
+
+class LeaseLost(SchedulerError):
+    default_code = "SCHEDULER_LEASE_LOST"
+
+
+class StoreClosed(SchedulerError):
+    default_code = "SCHEDULER_STORE_CLOSED"
+
+
+class SchemaError(SchedulerError):
+    default_code = "SCHEDULER_SCHEMA_CORRUPT"
+
+
+class SchemaCorrupt(SchemaError):
+    default_code = "SCHEDULER_SCHEMA_CORRUPT"
+
+
+class SchemaUnknown(SchemaError):
+    default_code = "SCHEDULER_SCHEMA_UNKNOWN"
+
+
+class MigrationRequired(SchemaError):
+    default_code = "SCHEDULER_MIGRATION_REQUIRED"
+
+
+class DataCorrupt(SchedulerError):
+    default_code = "SCHEDULER_DATA_CORRUPT"
+
+
+class StorageUnavailable(SchedulerError):
+    """The storage engine failed (disk full, read-only, I/O error, lost connection).
+
+    ``details["commitState"]`` is ``"not_committed"`` when jobledger knows the write was rolled
+    back, otherwise ``"unknown"``: check the store before repeating a non-idempotent write.
+    """
+
+    default_code = "SCHEDULER_STORAGE_UNAVAILABLE"
+
+
+class RuntimeRejection(SchedulerError):
+    """A runtime configuration or execution rejection (``SCHEDULER_RUNTIME_*``)."""
+
+    default_code = "SCHEDULER_RUNTIME_ERROR"
+
+
+_BY_CODE: dict[str, type[SchedulerError]] = {
+    cls.default_code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        Conflict,
+        RevisionConflict,
+        ClaimConflict,
+        IdempotencyPayloadMismatch,
+        RequeueConflict,
+        JobDisabled,
+        LeaseLost,
+        StoreClosed,
+        SchemaCorrupt,
+        SchemaUnknown,
+        MigrationRequired,
+        DataCorrupt,
+        StorageUnavailable,
+    )
+}
+
+
+def error_for_code(
+    code: str, message: str, details: dict[str, Any] | None = None
+) -> SchedulerError:
+    """Build the most specific :class:`SchedulerError` subclass for ``code``."""
+    if code.startswith("SCHEDULER_RUNTIME_"):
+        return RuntimeRejection(message, code=code, details=details)
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        cls = Conflict if code.endswith("_CONFLICT") else SchedulerError
+    return cls(message, code=code, details=details)

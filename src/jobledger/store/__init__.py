@@ -1,0 +1,57 @@
+"""Storage: the :class:`Store` protocol and :func:`open_store`, which picks a backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import InvalidArgument
+from .base import UNSET, Store
+from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SQLiteStore
+
+__all__ = ["UNSET", "SQLiteStore", "Store", "open_store"]
+
+_SQLITE_PREFIXES = ("sqlite:///", "sqlite://")
+_POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+
+
+def open_store(
+    target: str | Path,
+    *,
+    clock: Clock | None = None,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    migrate: bool = True,
+    **postgres_options: Any,
+) -> Store:
+    """Open the store at ``target`` and return it (use it as a context manager to close it).
+
+    ``target`` is a filesystem path, ``sqlite:///abs/path``, ``:memory:``, or a
+    ``postgresql://`` URL. ``clock`` returns epoch ms (default: the system clock; on PostgreSQL,
+    the database clock). ``migrate=False`` refuses a database at an older schema version with
+    ``SCHEDULER_MIGRATION_REQUIRED`` instead of upgrading it. Keyword options a PostgreSQL
+    store accepts (``schema``, ``pool_size``, ``listen``, ...) are passed through.
+    """
+    if isinstance(target, str) and target.startswith(_POSTGRES_PREFIXES):
+        from .postgres import PostgresStore
+
+        return PostgresStore.open(target, clock=clock, migrate=migrate, **postgres_options)
+    if postgres_options:
+        raise InvalidArgument(
+            "these options apply only to a PostgreSQL store",
+            details={"fields": sorted(postgres_options)},
+        )
+    if isinstance(target, str):
+        if target == "":
+            raise InvalidArgument("store target must not be empty")
+        for prefix in _SQLITE_PREFIXES:
+            if target.startswith(prefix):
+                target = (
+                    "/" + target[len(prefix) :].lstrip("/")
+                    if target[len(prefix) :] != ":memory:"
+                    else ":memory:"
+                )
+                break
+    elif not isinstance(target, Path):
+        raise InvalidArgument("store target must be a path or a URL string")
+    return SQLiteStore.open(target, clock=clock, busy_timeout_ms=busy_timeout_ms, migrate=migrate)

@@ -1,0 +1,296 @@
+"""SQLite connection discipline: file safety, pragmas, transactions and error mapping.
+
+This module is the single boundary where ``sqlite3`` and ``OSError`` exceptions become
+jobledger errors. Every write runs in ``BEGIN IMMEDIATE`` so the write lock is taken before the
+body reads anything, which is what makes "read, decide, write" safe across processes.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ...errors import DataCorrupt, SchedulerError, StorageUnavailable, StoreClosed
+
+__all__ = ["SQLiteConnection", "prepare_private_file", "storage_failure"]
+
+T = TypeVar("T")
+
+_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "ENOSPC", "EROFS", "EIO")
+_ERRNO_CODES = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EIO: "EIO"}
+# A busy BEGIN is retried this many times in total, on top of SQLite's own busy timeout, but
+# only before the transaction body starts (after that a retry could repeat side effects).
+BEGIN_ATTEMPTS = 3
+SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm")
+
+
+def _storage_code(exc: BaseException) -> str | None:
+    """The storage failure code along the cause chain (SQLITE_IOERR_WRITE → SQLITE_IOERR)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        candidates: list[str] = []
+        name = getattr(current, "sqlite_errorname", None)
+        if isinstance(name, str):
+            candidates.append(name)
+        if isinstance(current, OSError) and current.errno in _ERRNO_CODES:
+            candidates.append(_ERRNO_CODES[current.errno])
+        code = getattr(current, "code", None)
+        if isinstance(code, str):
+            candidates.append(code)
+        for candidate in candidates:
+            text = candidate.strip().upper()
+            for known in _STORAGE_CODES:
+                if text == known or text.startswith(known + "_"):
+                    return known
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _is_busy(exc: BaseException) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> SchedulerError | None:
+    """Translate a driver/OS failure, or return ``None`` if it is not a storage failure."""
+    code = _storage_code(exc)
+    if code is not None:
+        # No cause and no path: storage errors can carry file names and native messages.
+        return StorageUnavailable(
+            "Scheduler storage is unavailable",
+            details={
+                "phase": phase,
+                "storageCode": code,
+                "commitState": commit_state,
+                "retryable": False,
+            },
+        )
+    error: SchedulerError
+    if isinstance(exc, sqlite3.Error) and _is_busy(exc):
+        error = StorageUnavailable(
+            "Scheduler storage stayed busy longer than the busy timeout",
+            details={
+                "phase": phase,
+                "storageCode": "SQLITE_BUSY",
+                "commitState": commit_state,
+                "retryable": True,
+            },
+        )
+        error.__cause__ = exc
+        return error
+    if isinstance(exc, sqlite3.DatabaseError):
+        error = DataCorrupt(
+            "The database rejected the operation; its contents are not what jobledger wrote",
+            details={"phase": phase, "commitState": commit_state},
+        )
+        error.__cause__ = exc
+        return error
+    return None
+
+
+# -- file safety ------------------------------------------------------------------------------
+
+
+def _refuse_symlinks(path: Path) -> None:
+    for candidate in [path, *path.parents]:
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            raise PermissionError(f"refusing a symbolic link in the database path: {candidate}")
+
+
+def _ensure_private_directory(directory: Path) -> None:
+    if directory == Path(directory.anchor):
+        raise PermissionError("refusing to keep a database directly in a filesystem root")
+    if directory == Path.home():
+        raise PermissionError("refusing to make the home directory private; use a subdirectory")
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotADirectoryError(f"not a directory: {directory}")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+
+
+def ensure_private_files(path: Path) -> None:
+    """Each existing database file and sidecar must be a regular file with mode 0600."""
+    for suffix in SIDECAR_SUFFIXES:
+        candidate = Path(f"{path}{suffix}")
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise PermissionError(
+                f"refusing a database file that is not a regular file: {candidate}"
+            )
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.chmod(candidate, 0o600)
+
+
+def prepare_private_file(path: Path) -> None:
+    """Before SQLite touches ``path``: private directory, no symlinks, 0600 files."""
+    _refuse_symlinks(path)
+    _ensure_private_directory(path.parent)
+    ensure_private_files(path)
+    if not path.exists():
+        # Create the file ourselves so it is born 0600 whatever the umask; SQLite then gives
+        # its -wal/-shm sidecars the same mode.
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            pass  # another process created it first; the check below still applies
+        else:
+            os.close(descriptor)
+        ensure_private_files(path)
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+@functools.cache
+def schema_needs_trust() -> bool:
+    """True when this SQLite library refuses ``json_valid`` in a schema with trusted_schema=OFF.
+
+    SQLite builds before JSON functions were marked innocuous (3.40 is one) cannot even parse
+    the reference schema's ``CHECK (json_valid(...))`` constraints with ``trusted_schema=OFF``.
+    There jobledger keeps ``trusted_schema=ON``; what that setting guards against — triggers or
+    views that call unsafe functions — is refused anyway by the schema fingerprint check on open,
+    which runs before any write, and jobledger registers no application functions.
+    """
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("PRAGMA trusted_schema = OFF")
+        probe.execute("CREATE TABLE probe (value TEXT CHECK (json_valid(value)))")
+        probe.execute("INSERT INTO probe VALUES ('{}')")
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+# -- connection -------------------------------------------------------------------------------
+
+
+class SQLiteConnection:
+    """One ``sqlite3`` connection shared by the threads of a process, under a lock.
+
+    SQLite serializes writers anyway; one connection per store keeps the lock discipline simple
+    and lets the store be used from worker threads.
+    """
+
+    def __init__(self, target: str, *, busy_timeout_ms: int) -> None:
+        self.target = target
+        self.is_memory = target == ":memory:"
+        self._lock = threading.RLock()
+        self._closed = False
+        self._conn = sqlite3.connect(
+            target,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        self._conn.row_factory = _dict_row
+        self._conn.execute("PRAGMA foreign_keys = ON")
+        self._conn.execute(f"PRAGMA trusted_schema = {'ON' if schema_needs_trust() else 'OFF'}")
+        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+
+    @property
+    def raw(self) -> sqlite3.Connection:
+        return self._conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def assert_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("Scheduler store is closed")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._conn.close()
+
+    def pragma(self, name: str) -> Any:
+        row = self._conn.execute(f"PRAGMA {name}").fetchone()
+        return None if row is None else row[0]
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """Run reads under the connection lock, mapping driver errors."""
+        with self._lock:
+            self.assert_open()
+            try:
+                yield self._conn
+            except SchedulerError:
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                mapped = storage_failure(exc, phase="read", commit_state="not_committed")
+                if mapped is None:
+                    raise
+                raise mapped from (exc if mapped.__cause__ is exc else None)
+
+    def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; commit or roll back whole."""
+        with self._lock:
+            self.assert_open()
+            self._begin_immediate()
+            try:
+                result = body(self._conn)
+            except BaseException as exc:
+                rolled_back = self._rollback()
+                if isinstance(exc, SchedulerError) or not isinstance(exc, (sqlite3.Error, OSError)):
+                    raise
+                state = "not_committed" if rolled_back else "unknown"
+                mapped = storage_failure(exc, phase="write", commit_state=state)
+                if mapped is None:
+                    raise
+                raise mapped from (exc if mapped.__cause__ is exc else None)
+            try:
+                self._conn.execute("COMMIT")
+            except (sqlite3.Error, OSError) as exc:
+                self._rollback()
+                mapped = storage_failure(exc, phase="write", commit_state="unknown")
+                if mapped is None:
+                    raise
+                raise mapped from (exc if mapped.__cause__ is exc else None)
+            return result
+
+    def _begin_immediate(self) -> None:
+        for attempt in range(1, BEGIN_ATTEMPTS + 1):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc) and attempt < BEGIN_ATTEMPTS:
+                    continue
+                mapped = storage_failure(exc, phase="write", commit_state="not_committed")
+                if mapped is None:
+                    raise
+                raise mapped from (exc if mapped.__cause__ is exc else None)
+
+    def _rollback(self) -> bool:
+        """Roll back; True when the connection is verifiably outside a transaction afterwards."""
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            return False
+        return not self._conn.in_transaction
