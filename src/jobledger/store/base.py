@@ -23,9 +23,12 @@ Shared rules for every operation:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..models import Event, Job, Occurrence, SchemaInfo
+
+if TYPE_CHECKING:
+    from .engine import WorkSignal
 
 __all__ = ["UNSET", "Outcome", "Store", "Unset"]
 
@@ -56,6 +59,11 @@ class Store(Protocol):
     @property
     def target(self) -> str:
         """Where the store lives (a file path, ``:memory:`` or a redacted PostgreSQL URL)."""
+        ...
+
+    @property
+    def work_signal(self) -> WorkSignal:
+        """Bumped when work may have become claimable: a latency hint for idle workers."""
         ...
 
     # -- jobs -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ the names resolve to, and where "now" comes from (the injected clock, or the dat
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -28,7 +29,7 @@ from ..models import Event, Job, Occurrence, SchemaInfo
 from . import common
 from .base import UNSET, Outcome
 
-__all__ = ["LedgerStore", "Tx"]
+__all__ = ["LedgerStore", "Tx", "WorkSignal"]
 
 T = TypeVar("T")
 Row = Mapping[str, Any]
@@ -54,10 +55,50 @@ class Tx(Protocol):
         ...
 
 
+class WorkSignal:
+    """Wakes idle workers early when new work may be claimable: a latency hint, never a promise.
+
+    Every enqueue or requeue through a store bumps its signal; the PostgreSQL store also bumps it
+    when a ``NOTIFY`` from another process arrives. Correctness never depends on it: workers
+    still poll, and leases make a missed or spurious wake-up harmless.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        with self._condition:
+            return self._generation
+
+    def notify(self) -> None:
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
+
+    def wait(self, seen_generation: int, timeout_s: float) -> int:
+        """Block until the generation differs from ``seen_generation`` or ``timeout_s`` passes.
+
+        Returns the generation now current (equal to ``seen_generation`` on a timeout).
+        """
+        with self._condition:
+            self._condition.wait_for(lambda: self._generation != seen_generation, timeout_s)
+            return self._generation
+
+
 class LedgerStore(ABC):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""
 
     _target: str
+    _work_signal: WorkSignal | None = None
+
+    @property
+    def work_signal(self) -> WorkSignal:
+        """Bumped when work may have become claimable (see :class:`WorkSignal`)."""
+        if self._work_signal is None:
+            self._work_signal = WorkSignal()
+        return self._work_signal
 
     @property
     def target(self) -> str:
@@ -82,8 +123,9 @@ class LedgerStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
-    def _after_enqueue(self) -> None:  # noqa: B027 - an optional hook, empty by default
-        """Called after a new occurrence commits (the PostgreSQL store sends a NOTIFY)."""
+    def _after_enqueue(self) -> None:
+        """Called after new work commits; the PostgreSQL store also sends a NOTIFY."""
+        self.work_signal.notify()
 
     def __enter__(self) -> LedgerStore:
         return self
