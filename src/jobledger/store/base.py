@@ -210,6 +210,19 @@ class Store(Protocol):
         """
         ...
 
+    def release_lease(
+        self, *, occurrence_id: str, owner_id: str, fence: int, reason: str
+    ) -> Occurrence:
+        """Give a live lease back unfinished, e.g. when a worker shuts down gracefully.
+
+        The occurrence returns to ``retry_wait``, claimable now, and the attempt it used is
+        handed back (``attempt - 1``) because the work was interrupted, not failed. The fence is
+        kept, so the next claim fences the releasing owner out. A lost lease raises
+        ``SCHEDULER_LEASE_LOST``. Appends ``occurrence_released`` with ``{attempt, reason}``
+        (``reason`` an identifier ≤128 characters, e.g. ``worker_shutdown``).
+        """
+        ...
+
     def requeue_dead_letter(
         self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
     ) -> Occurrence:

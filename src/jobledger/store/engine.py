@@ -641,6 +641,39 @@ class LedgerStore(ABC):
 
         return self._write(body)
 
+    def release_lease(
+        self, *, occurrence_id: str, owner_id: str, fence: int, reason: str
+    ) -> Occurrence:
+        key = contract.normalize_identifier(occurrence_id, "occurrenceId")
+        owner = contract.normalize_identifier(owner_id, "ownerId")
+        token = contract.normalize_positive_int(fence, "fence")
+        why = contract.normalize_identifier(reason, "reason", max_length=128)
+
+        def body(tx: Tx) -> Occurrence:
+            now = tx.now()
+            row = tx.one(
+                "release_lease",
+                {"occurrence_id": key, "owner_id": owner, "fence": token, "now": now},
+            )
+            if row is None:
+                raise common.lease_lost(key)
+            released = common.occurrence_from_row(row)
+            self._append_event(
+                tx,
+                job_id=released.job_id,
+                occurrence_id=key,
+                event_type="occurrence_released",
+                occurred_at=now,
+                owner_id=owner,
+                fence=token,
+                data={"attempt": released.attempt, "reason": why},
+            )
+            return released
+
+        occurrence = self._write(body)
+        self._after_enqueue()
+        return occurrence
+
     def requeue_dead_letter(
         self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
     ) -> Occurrence:

@@ -230,3 +230,18 @@ ORDER BY settled_at DESC, occurrence_id LIMIT :limit
 -- name: list_dead_letters_by_job
 SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = :job_id
 ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: release_lease
+UPDATE occurrences
+SET status = 'retry_wait',
+    attempt = attempt - 1,
+    available_at = :now,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at > :now
+RETURNING *
