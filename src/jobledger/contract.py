@@ -201,7 +201,11 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
     if type(value) is str:
         return _join_surrogate_pairs(value)
     if type(value) is int:
-        if float(value) != value:
+        try:
+            exact = float(value) == value
+        except OverflowError:  # beyond the largest double: no JSON number can hold it
+            exact = False
+        if not exact:
             raise InvalidArgument(
                 f"{field} contains an integer that a JSON number (IEEE 754 double) cannot hold"
             )

@@ -1,0 +1,343 @@
+"""How the SQLite claim path scales with queue size and with processes on one file.
+
+Two measurements, both on a real SQLite file with the default store settings (WAL,
+synchronous=FULL, 5 s busy timeout) and the real system clock:
+
+(a) latency: with N queued occurrences already in the file, time ``claim_next`` and the
+    following ``settle`` for ``--cycles`` cycles; the queue stays ~N long throughout.
+(b) drain: ``--drain`` occurrences drained to empty by 1 process and by ``--processes``
+    processes sharing the file; throughput is total claim+settle cycles per second of wall time.
+
+Variants of (a): ``current`` (the store as installed), ``reference`` (the same store with the
+reference's ``claim_next_candidate`` — one sort of every due row on a CASE expression —
+swapped in, for a like-for-like comparison on this machine) and ``analyzed`` (current, after
+``ANALYZE`` has written planner statistics to the file).
+
+    python3 bench/claim_scaling.py                        # everything, defaults
+    python3 bench/claim_scaling.py --sizes 1000,10000 --cycles 200 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import jobledger
+from jobledger import derive_occurrence_identity
+from jobledger.store.sqlite import store as sqlite_store_module
+
+AUTHORITY = {"principal": {"type": "user", "id": "bench"}}
+JOB_ID = "bench-job"
+LEASE_MS = 60_000
+
+# The reference implementation's candidate query (seed store), with named parameters.
+REFERENCE_CLAIM_QUERY = """
+SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner
+FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
+WHERE j.enabled = 1
+  AND o.attempt < o.max_attempts
+  AND (:job_kind IS NULL OR j.kind = :job_kind)
+  AND (:workspace_id IS NULL
+       OR json_extract(j.authority_json, '$.workspaceId') = :workspace_id)
+  AND (
+    (o.status IN ('queued', 'retry_wait') AND o.available_at <= :now)
+    OR
+    (o.status = 'running' AND o.lease_expires_at <= :now)
+  )
+ORDER BY
+  CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END,
+  o.scheduled_for,
+  o.occurrence_id
+LIMIT 1
+"""
+
+INSERT_OCCURRENCE = """
+INSERT INTO occurrences
+  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+   scheduled_for, available_at, status, attempt, max_attempts, fence,
+   lease_owner, lease_expires_at, authority_json, payload_json,
+   last_error_json, result_json, created_at, updated_at, settled_at)
+VALUES
+  (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, 0, NULL, NULL, ?, ?, NULL, NULL, ?, ?, NULL)
+"""
+
+
+def now_ms() -> int:
+    return jobledger.system_clock()
+
+
+def open_bench_store(path: Path) -> Any:
+    return jobledger.open_store(str(path))
+
+
+def populate(path: Path, count: int) -> None:
+    """Create the job and ``count`` queued occurrences, due now, in one transaction.
+
+    Rows carry exactly what ``insert_occurrence`` writes; ids come from the real identity
+    derivation. The per-occurrence ``occurrence_enqueued`` events are left out: the claim path
+    never reads them.
+    """
+    store = open_bench_store(path)
+    try:
+        job = store.get_job(JOB_ID) or store.create_job(
+            id=JOB_ID, kind="bench", authority=AUTHORITY, payload={"n": 1}
+        )
+        raw = store._connection.raw
+        job_row = raw.execute(
+            "SELECT authority_json, payload_json, revision, max_attempts FROM jobs "
+            "WHERE job_id = ?",
+            (job.id,),
+        ).fetchone()
+        start = now_ms() - count  # all due already, distinct scheduled_for
+        rows = []
+        for index in range(count):
+            scheduled = start + index
+            occurrence_id, key = derive_occurrence_identity(
+                job_id=job.id,
+                job_revision=job_row["revision"],
+                scheduled_for=scheduled,
+                trigger_key=f"bench-{index}",
+            )
+            rows.append(
+                (
+                    occurrence_id,
+                    job.id,
+                    job_row["revision"],
+                    key,
+                    f"bench-{index}",
+                    scheduled,
+                    scheduled,
+                    job_row["max_attempts"],
+                    job_row["authority_json"],
+                    job_row["payload_json"],
+                    start,
+                    start,
+                )
+            )
+        raw.execute("BEGIN IMMEDIATE")
+        raw.executemany(INSERT_OCCURRENCE, rows)
+        raw.execute("COMMIT")
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        store.close()
+
+
+def cycle(store: Any, owner: str) -> bool:
+    """One claim_next + settle; False when nothing was claimable."""
+    claimed = store.claim_next(owner_id=owner, lease_ms=LEASE_MS)
+    if claimed is None:
+        return False
+    store.settle(
+        occurrence_id=claimed.id, owner_id=owner, fence=claimed.fence, outcome="succeeded"
+    )
+    return True
+
+
+def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
+    original = sqlite_store_module.QUERIES["claim_next_candidate"]
+    if variant == "reference":
+        sqlite_store_module.QUERIES["claim_next_candidate"] = REFERENCE_CLAIM_QUERY
+    store = open_bench_store(path)
+    try:
+        if variant == "analyzed":
+            store._connection.raw.execute("ANALYZE")
+        claim_ms: list[float] = []
+        cycle_ms: list[float] = []
+        for _ in range(5):  # warm the page cache and statement cache
+            cycle(store, "warmup")
+        started = time.perf_counter()
+        for _ in range(cycles):
+            t0 = time.perf_counter()
+            claimed = store.claim_next(owner_id="bench", lease_ms=LEASE_MS)
+            t1 = time.perf_counter()
+            assert claimed is not None, "queue ran dry; use fewer --cycles"
+            store.settle(
+                occurrence_id=claimed.id,
+                owner_id="bench",
+                fence=claimed.fence,
+                outcome="succeeded",
+            )
+            t2 = time.perf_counter()
+            claim_ms.append((t1 - t0) * 1000)
+            cycle_ms.append((t2 - t0) * 1000)
+        elapsed = time.perf_counter() - started
+    finally:
+        store.close()
+        sqlite_store_module.QUERIES["claim_next_candidate"] = original
+    return {
+        "cycles": cycles,
+        "claim_mean_ms": statistics.fmean(claim_ms),
+        "claim_median_ms": statistics.median(claim_ms),
+        "cycle_mean_ms": statistics.fmean(cycle_ms),
+        "cycle_median_ms": statistics.median(cycle_ms),
+        "cycle_p95_ms": statistics.quantiles(cycle_ms, n=20)[-1],
+        "cycles_per_s": cycles / elapsed,
+    }
+
+
+def drain_worker(path: str, owner: str, start: Any, result_path: str) -> None:
+    """Drain until empty; write counts (and any error) as JSON to ``result_path``."""
+    report: dict[str, Any] = {"owner": owner, "claimed": 0, "errors": []}
+    try:
+        opened = time.perf_counter()
+        store = open_bench_store(Path(path))
+        try:
+            report["open_s"] = time.perf_counter() - opened
+            start.wait()
+            t0 = time.perf_counter()
+            report["started_at"] = t0
+            while cycle(store, owner):
+                report["claimed"] += 1
+                if report["claimed"] == 1:
+                    report["first_claim_s"] = time.perf_counter() - t0
+            report["seconds"] = time.perf_counter() - t0
+        finally:
+            store.close()
+    except Exception as exc:
+        report["errors"].append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    Path(result_path).write_text(json.dumps(report))
+
+
+def measure_drain(directory: Path, count: int, processes: int) -> dict[str, Any]:
+    path = directory / f"drain-{processes}.sqlite3"
+    populate(path, count)
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    workers = []
+    results = []
+    for index in range(processes):
+        result_path = directory / f"drain-{processes}-{index}.json"
+        results.append(result_path)
+        worker = context.Process(
+            target=drain_worker, args=(str(path), f"w{index}", start, str(result_path))
+        )
+        worker.start()
+        workers.append(worker)
+    time.sleep(1.0)  # let every process import jobledger and open the store
+    t0 = time.perf_counter()
+    start.set()
+    for worker in workers:
+        worker.join(timeout=600)
+    elapsed = time.perf_counter() - t0
+    reports = [json.loads(p.read_text()) for p in results]
+    errors = [e for r in reports for e in r["errors"]]
+    claimed = sum(r["claimed"] for r in reports)
+    with sqlite3.connect(path) as conn:
+        succeeded = conn.execute(
+            "SELECT count(*) FROM occurrences WHERE status = 'succeeded'"
+        ).fetchone()[0]
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return {
+        "processes": processes,
+        "occurrences": count,
+        "claimed": claimed,
+        "succeeded": succeeded,
+        "per_process": [r["claimed"] for r in reports],
+        "first_claim_s": [round(r.get("first_claim_s", -1), 4) for r in reports],
+        "open_s": [round(r.get("open_s", -1), 4) for r in reports],
+        "errors": errors,
+        "seconds": elapsed,
+        "cycles_per_s": claimed / elapsed,
+    }
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "platform": platform.platform(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="queued occurrences")
+    parser.add_argument("--cycles", type=int, default=500, help="claim+settle cycles per size")
+    parser.add_argument(
+        "--reference-cycles", type=int, default=100, help="cycles for the reference variant"
+    )
+    parser.add_argument(
+        "--variants", default="current,reference,analyzed", help="latency variants to run"
+    )
+    parser.add_argument("--drain", type=int, default=4000, help="occurrences per drain run")
+    parser.add_argument("--processes", type=int, default=4, help="processes for the drain")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-drain", action="store_true")
+    parser.add_argument("--dir", type=Path, default=None, help="where the database files go")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args(argv)
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    variants = [v for v in args.variants.split(",") if v]
+    base = Path(tempfile.mkdtemp(prefix="jobledger-bench-", dir=args.dir))
+    directory = base / "db"  # the store wants a private (0700) directory of its own
+    results: dict[str, Any] = {"machine": machine(), "latency": [], "drain": []}
+    print(f"# {results['machine']}")
+    try:
+        if not args.skip_latency:
+            print(
+                f"{'variant':<10} {'queued':>8} {'claim ms (mean/median)':>24} "
+                f"{'cycle ms (mean/median/p95)':>28} {'cycles/s':>9}"
+            )
+            for size in sizes:
+                path = directory / f"latency-{size}.sqlite3"
+                populate(path, size)
+                for variant in variants:
+                    cycles = args.reference_cycles if variant == "reference" else args.cycles
+                    row = {"variant": variant, "queued": size}
+                    row.update(measure_latency(path, cycles, variant))
+                    results["latency"].append(row)
+                    print(
+                        f"{variant:<10} {size:>8} "
+                        f"{row['claim_mean_ms']:>11.3f} / {row['claim_median_ms']:<10.3f} "
+                        f"{row['cycle_mean_ms']:>9.3f} / {row['cycle_median_ms']:.3f} / "
+                        f"{row['cycle_p95_ms']:<8.3f} {row['cycles_per_s']:>9.0f}",
+                        flush=True,
+                    )
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+        if not args.skip_drain:
+            print(f"\n{'processes':>9} {'drained':>8} {'seconds':>8} {'cycles/s':>9}  per process")
+            for processes in sorted({1, args.processes}):
+                row = measure_drain(directory, args.drain, processes)
+                results["drain"].append(row)
+                print(
+                    f"{processes:>9} {row['succeeded']:>8} {row['seconds']:>8.2f} "
+                    f"{row['cycles_per_s']:>9.0f}  {row['per_process']} first claim after "
+                    f"{row['first_claim_s']} s",
+                    flush=True,
+                )
+                for error in row["errors"]:
+                    print(f"  error: {error.splitlines()[0]}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
