@@ -136,7 +136,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The reader (e.g. `| head`) went away; that is not an error of ours.
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the closed stream
     return EXIT_OK
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

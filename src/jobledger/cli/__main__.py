@@ -1,0 +1,5 @@
+"""``python -m jobledger.cli`` runs the ``jobledger`` command."""
+
+from . import main
+
+raise SystemExit(main())
