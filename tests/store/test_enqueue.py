@@ -255,7 +255,10 @@ def test_once_per_trigger_behaves_like_enqueue_when_none_exists(store, clock, au
         )
     store.update_job("job-a", expected_revision=1, patch={"enabled": True})
     created = store.enqueue_occurrence_once_per_trigger(
-        job_id="job-a", scheduled_for=clock(), trigger_key="t", available_at=clock() + 7,
+        job_id="job-a",
+        scheduled_for=clock(),
+        trigger_key="t",
+        available_at=clock() + 7,
         payload=[1],
     )
     expected_id, _ = derive_occurrence_identity(
@@ -300,9 +303,10 @@ def test_list_occurrences_by_trigger_orders_and_limits(store, clock, authority):
     expected = [o.id for o in created] + sorted(o.id for o in same_instant)
 
     def listed(limit):
-        return [o.id for o in store.list_occurrences_by_trigger(
-            job_id="job-a", trigger_key="t", limit=limit
-        )]
+        return [
+            o.id
+            for o in store.list_occurrences_by_trigger(job_id="job-a", trigger_key="t", limit=limit)
+        ]
 
     assert [o.id for o in store.list_occurrences_by_trigger(job_id="job-a", trigger_key="t")] == (
         expected[:2]
@@ -324,7 +328,9 @@ def test_list_occurrences_by_trigger_clamps_at_200(store, clock, authority):
     make_job(store, authority, "job-a")
     for index in range(205):
         enqueue(store, "job-a", index, "t")
-    assert len(store.list_occurrences_by_trigger(job_id="job-a", trigger_key="t", limit=10_000)) == 200
+    assert (
+        len(store.list_occurrences_by_trigger(job_id="job-a", trigger_key="t", limit=10_000)) == 200
+    )
 
 
 def test_list_occurrences_by_trigger_rejects_invalid_identifiers(store):

@@ -1,0 +1,97 @@
+"""``__all__`` stays sorted (ruff RUF022 order) and complete, like httpx's test."""
+
+from __future__ import annotations
+
+import re
+import types
+
+import pytest
+
+import jobledger
+import jobledger.contract
+import jobledger.errors
+
+MODULES = [jobledger, jobledger.contract, jobledger.errors]
+
+
+def ruff_sort_key(name: str) -> tuple[int, list[object]]:
+    """RUF022's isort-style order: SCREAMING_CASE, then CamelCase, then the rest; natural sort."""
+    if len(name) > 1 and name.isupper():
+        group = 0
+    elif name[:1].isupper():
+        group = 1
+    else:
+        group = 2
+    natural = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return group, natural
+
+
+def test_sort_key_matches_ruff_on_known_orders():
+    names = [
+        "zeta",
+        "Alpha",
+        "UNSET",
+        "__version__",
+        "SQLiteStore",
+        "SchedulerError",
+        "MAX_2",
+        "MAX_10",
+    ]
+    assert sorted(names, key=ruff_sort_key) == [
+        "MAX_2",
+        "MAX_10",
+        "UNSET",
+        "Alpha",
+        "SQLiteStore",
+        "SchedulerError",
+        "__version__",
+        "zeta",
+    ]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_all_is_sorted_without_duplicates(module):
+    exported = list(module.__all__)
+    assert len(exported) == len(set(exported)), "duplicate names in __all__"
+    assert exported == sorted(exported, key=ruff_sort_key)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_every_exported_name_exists(module):
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
+
+
+def test_package_exports_every_public_name():
+    public = {
+        name
+        for name, value in vars(jobledger).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public - set(jobledger.__all__) == set()
+
+
+@pytest.mark.parametrize("module", [jobledger.contract, jobledger.errors], ids=lambda m: m.__name__)
+def test_modules_export_every_public_class_and_function_they_define(module):
+    defined = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and isinstance(value, (type, types.FunctionType))
+        and value.__module__ == module.__name__
+    }
+    assert defined - set(module.__all__) == set()
+
+
+def test_package_reexports_the_spec_api():
+    for name in [
+        "open_store",
+        "derive_occurrence_identity",
+        "canonical_json",
+        "normalize_authority",
+        "SchedulerError",
+        "__version__",
+    ]:
+        assert name in jobledger.__all__
+    assert jobledger.canonical_json is jobledger.contract.canonical_json
+    assert jobledger.SchedulerError is jobledger.errors.SchedulerError
