@@ -25,7 +25,8 @@ with jobledger.open_store(target) as store:  # SQLite, created on first use
         job_id=job.id, scheduled_for=now, trigger_key="manual:first"
     )
     again = store.enqueue_occurrence(job_id=job.id, scheduled_for=now, trigger_key="manual:first")
-    assert again.id == occurrence.id and again.deduplicated
+    assert again.id == occurrence.id
+    assert again.deduplicated
 
     # A worker leases it; the fence guards every later write for this attempt.
     claimed = store.claim_next(owner_id="worker-1", lease_ms=30_000)

@@ -5,6 +5,7 @@ claim occurrences under a lease with a fencing token, renew it, and settle it in
 retry or dead letter; every state change appends to an audit event log.
 """
 
+from .app import App
 from .clock import Clock, system_clock
 from .contract import canonical_json, derive_occurrence_identity, normalize_authority
 from .errors import (
@@ -27,30 +28,48 @@ from .errors import (
     StorageUnavailable,
     StoreClosed,
 )
+from .handlers import AuthorizationRequest, Decision, Fail, JobContext, Retry, allow_all
+from .heartbeat import ManualHeartbeat, ThreadHeartbeat
 from .models import Event, Job, MigrationRecord, Occurrence, SchemaInfo
+from .retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
+from .runtime import RunResult, Runtime, RuntimeRunSummary
 from .store import UNSET, SQLiteStore, Store, open_store
+from .worker import Worker, WorkerSummary
 
 __version__ = "0.1.0"
 
 __all__ = [
     "UNSET",
+    "App",
+    "AuthorizationRequest",
+    "BackoffPolicy",
     "ClaimConflict",
     "Clock",
     "Conflict",
     "DataCorrupt",
+    "Decision",
     "Event",
+    "ExponentialBackoff",
+    "Fail",
+    "FixedBackoff",
     "IdempotencyPayloadMismatch",
     "InvalidArgument",
     "Job",
+    "JobContext",
     "JobDisabled",
     "LeaseLost",
+    "ManualHeartbeat",
     "MigrationRecord",
     "MigrationRequired",
     "NotFound",
     "Occurrence",
     "RequeueConflict",
+    "Retry",
     "RevisionConflict",
+    "RunResult",
+    "Runtime",
     "RuntimeRejection",
+    "RuntimeRunSummary",
     "SQLiteStore",
     "SchedulerError",
     "SchemaCorrupt",
@@ -60,7 +79,11 @@ __all__ = [
     "StorageUnavailable",
     "Store",
     "StoreClosed",
+    "ThreadHeartbeat",
+    "Worker",
+    "WorkerSummary",
     "__version__",
+    "allow_all",
     "canonical_json",
     "derive_occurrence_identity",
     "normalize_authority",

@@ -2,6 +2,20 @@
 
 * :class:`FakeClock` — a clock you move by hand; pass it as ``clock=`` anywhere.
 * :func:`temp_store` — a store on a fresh SQLite file in a private temporary directory.
+* :func:`run_until_idle` — run an app's, worker's or runtime's work in this thread until nothing
+  is claimable, and get the results.
+* :class:`~jobledger.heartbeat.ManualHeartbeat` — lease renewals only when you ``tick()``.
+
+A typical test::
+
+    def test_welcome_email(tmp_path):
+        clock = FakeClock()
+        with App(tmp_path / "jobs.sqlite3", clock=clock, authorize=allow_all) as app:
+            app.handler("send_email")(send_email)
+            app.create_job("welcome", "send_email", payload={"to": "ada@example.com"})
+            app.enqueue("welcome")
+            [result] = run_until_idle(app)
+            assert result.status == "succeeded"
 """
 
 from __future__ import annotations
@@ -13,13 +27,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .contract import normalize_epoch_ms
 from .errors import InvalidArgument
+from .heartbeat import ManualHeartbeat
 from .store import open_store
 from .store.sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_START_MS", "FakeClock", "temp_store"]
+if TYPE_CHECKING:
+    from .app import App
+    from .runtime import RunResult, Runtime
+    from .worker import Worker
+
+__all__ = ["DEFAULT_START_MS", "FakeClock", "ManualHeartbeat", "run_until_idle", "temp_store"]
 
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -88,3 +109,37 @@ def temp_store(clock: FakeClock | None = None, **options: object) -> Iterator[SQ
             store.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_until_idle(
+    target: App | Worker | Runtime, *, limit: int = 100, job_kind: str | None = None
+) -> list[RunResult]:
+    """Run claimable occurrences one at a time, in this thread, until none is left.
+
+    ``target`` is an :class:`~jobledger.App` (a runtime with a :class:`ManualHeartbeat` is made
+    for the call, so nothing renews in the background), a :class:`~jobledger.Worker` (its
+    :meth:`~jobledger.Worker.run_once`) or a :class:`~jobledger.Runtime`. Only what is due by
+    the store's clock runs: advance a :class:`FakeClock` to reach retries and delayed work.
+    Returns the results in order (``idle`` is not included). Stops after ``limit`` runs.
+    """
+    from .app import App
+    from .runtime import Runtime
+    from .worker import Worker
+
+    if isinstance(target, App):
+        runtime = target.runtime(heartbeat=ManualHeartbeat())
+        try:
+            return run_until_idle(runtime, limit=limit, job_kind=job_kind)
+        finally:
+            runtime.close()
+    if isinstance(target, Worker):
+        return target.run_once(limit)
+    if isinstance(target, Runtime):
+        results: list[RunResult] = []
+        for _ in range(limit):
+            result = target.run_next(job_kind=job_kind)
+            if result.status == "idle":
+                break
+            results.append(result)
+        return results
+    raise InvalidArgument("run_until_idle needs an App, a Worker or a Runtime")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import asdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidArgument, NotFound
@@ -145,9 +146,17 @@ def _worker(args: argparse.Namespace) -> Any:
     app = _load_app(args.app)
     if not hasattr(app, "run_worker"):
         raise InvalidArgument(f"{args.app} is not a jobledger App")
-    options: dict[str, Any] = {"concurrency": args.concurrency, "grace_period": args.grace_period}
-    app.run_worker(**options)
-    return None
+    if args.concurrency < 1 or args.grace_period < 0:
+        raise InvalidArgument("--concurrency must be ≥ 1 and --grace-period ≥ 0")
+    summary = app.run_worker(
+        concurrency=args.concurrency, grace_period=timedelta(seconds=args.grace_period)
+    )
+    # dataclasses.asdict mangles Counter fields, so spell the summary out.
+    return {
+        "statuses": dict(summary.statuses),
+        "released": [asdict(occurrence) for occurrence in summary.released],
+        "forced": summary.forced,
+    }
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], Any]] = {

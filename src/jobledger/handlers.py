@@ -1,0 +1,267 @@
+"""What handler code sees and raises: :class:`JobContext`, :class:`Retry`, :class:`Fail`, and the
+authorization vocabulary (:class:`AuthorizationRequest`, :class:`Decision`, :func:`allow_all`).
+
+A handler is a plain callable taking one :class:`JobContext`, either ``def`` or ``async def``.
+Its return value (JSON) becomes the occurrence's result. To end an attempt otherwise:
+
+* ``raise Retry(delay=…)`` / ``raise Retry(at=…)`` — retry later at a chosen time;
+* ``raise Fail("why")`` — fail for good (dead letter), as does any exception whose
+  ``retryable`` attribute is ``False``;
+* any other exception — a retryable failure, retried after the job kind's backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeAlias
+
+from .contract import normalize_epoch_ms
+from .errors import InvalidArgument
+from .models import Job, Occurrence
+from .retry import duration_ms
+
+__all__ = [
+    "AuthorizationRequest",
+    "Authorizer",
+    "Decision",
+    "Fail",
+    "Handler",
+    "JobContext",
+    "Retry",
+    "allow_all",
+    "epoch_ms_from",
+]
+
+MAX_DECISION_REASON = 256
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_ms_from(value: int | datetime, field: str) -> int:
+    """Epoch ms from an int or an *aware* datetime (naive datetimes are ambiguous: refused)."""
+    if isinstance(value, datetime):
+        offset = value.utcoffset()
+        if offset is None:
+            raise InvalidArgument(f"{field} must be a timezone-aware datetime (got a naive one)")
+        # Exact integer arithmetic; datetime.timestamp() would go through a float.
+        return normalize_epoch_ms((value - _EPOCH) // timedelta(milliseconds=1), field)
+    return normalize_epoch_ms(value, field)
+
+
+class Retry(Exception):
+    """Raised by a handler to ask for another attempt, ``delay`` from now or ``at`` an instant.
+
+    ``delay`` is ms or a :class:`timedelta`; ``at`` is epoch ms or an aware :class:`datetime`.
+    With neither, the job kind's backoff policy chooses the delay. When no attempts remain the
+    occurrence is dead-lettered as for any failure.
+    """
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str = "Retry requested",
+        *,
+        delay: int | timedelta | None = None,
+        at: int | datetime | None = None,
+        code: str = "retry_requested",
+        details: Any = None,
+    ) -> None:
+        if delay is not None and at is not None:
+            raise InvalidArgument("Retry takes delay or at, not both")
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details = details
+        self.delay_ms: int | None = None if delay is None else duration_ms(delay, "delay")
+        self.retry_at: int | None = None if at is None else epoch_ms_from(at, "at")
+
+
+class Fail(Exception):
+    """Raised by a handler to fail the occurrence for good (it goes to ``dead_letter``)."""
+
+    retryable = False
+
+    def __init__(
+        self, message: str = "Failed", *, code: str = "execution_failed", details: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details = details
+
+
+# -- authorization ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationRequest:
+    """What an authorizer is asked about: the job and occurrence snapshots about to run."""
+
+    job: Job
+    occurrence: Occurrence
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def authority(self) -> dict[str, Any]:
+        """The authority envelope snapshotted on the occurrence (evidence, never a grant)."""
+        return self.occurrence.authority
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An authorizer's verdict as the runtime understood it.
+
+    An authorizer may return a :class:`Decision`, any object with an ``allowed`` attribute, a
+    mapping with an ``"allowed"`` key, or a bare ``bool``. Only ``allowed is True`` allows; the
+    truthy ``"true"``, ``1`` or a missing value deny (fail closed). ``reason`` is kept when it is
+    a string of at most 256 characters.
+    """
+
+    allowed: bool
+    reason: str | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_value(cls, value: object) -> Decision:
+        """Interpret an authorizer's return value; a raising getter propagates (→ unavailable)."""
+        if isinstance(value, Decision):
+            return value
+        if value is True or value is False:
+            return cls(allowed=False, reason=None, raw=value)  # a bare bool is not a decision
+        if isinstance(value, Mapping):
+            allowed = value.get("allowed")
+            reason = value.get("reason")
+        elif value is None:
+            allowed, reason = None, None
+        else:
+            allowed = getattr(value, "allowed", None)
+            reason = getattr(value, "reason", None)
+        text = reason if isinstance(reason, str) and len(reason) <= MAX_DECISION_REASON else None
+        return cls(allowed=allowed is True, reason=text, raw=value)
+
+
+Authorizer: TypeAlias = Callable[[AuthorizationRequest], object]
+
+
+def allow_all(request: AuthorizationRequest) -> Decision:
+    """An authorizer that allows everything. Name it explicitly to opt out of authorization."""
+    return Decision(allowed=True, reason="allow_all")
+
+
+# -- the handler's view ----------------------------------------------------------------------
+
+
+class JobContext:
+    """Everything a handler gets: snapshots, the fence, cancellation and a manual lease renewal.
+
+    ``fence`` increases with every claim of the occurrence; guard side effects with
+    ``(occurrence.id, fence)`` so a write from a superseded attempt is refused (see
+    ``docs/fenced-side-effects.md``). Cancellation is cooperative: poll :meth:`is_cancelled`,
+    wait on :attr:`cancel_event`, or ``await`` :meth:`cancelled` in async handlers (their task is
+    also cancelled when the lease is lost or the worker gives up on it at shutdown).
+    """
+
+    def __init__(
+        self,
+        *,
+        job: Job,
+        occurrence: Occurrence,
+        decision: Decision,
+        owner_id: str,
+        renew: Callable[[], Occurrence],
+        external_cancel: threading.Event | None = None,
+    ) -> None:
+        self.job = job
+        self.occurrence = occurrence
+        self.decision = decision
+        self.owner_id = owner_id
+        self.cancel_event = threading.Event()
+        self.cancel_reason: str | None = None
+        self._renew = renew
+        self._external_cancel = external_cancel
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def payload(self) -> Any:
+        return self.occurrence.payload
+
+    @property
+    def authority(self) -> dict[str, Any]:
+        return self.occurrence.authority
+
+    @property
+    def fence(self) -> int:
+        return self.occurrence.fence
+
+    @property
+    def attempt(self) -> int:
+        return self.occurrence.attempt
+
+    @property
+    def occurrence_id(self) -> str:
+        return self.occurrence.id
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.occurrence.idempotency_key
+
+    def is_cancelled(self) -> bool:
+        """True once the lease is lost, the worker gives up on this attempt, or the caller's
+        ``cancel_event`` is set: stop as soon as it is safe to."""
+        external = self._external_cancel
+        return self.cancel_event.is_set() or (external is not None and external.is_set())
+
+    async def cancelled(self) -> None:
+        """Wait (in an async handler) until this attempt is cancelled."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def resolve() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        def wake() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(resolve)
+
+        self.add_cancel_callback(wake)
+        if self._external_cancel is not None and not self.cancel_event.is_set():
+            while not waiter.done() and not self._external_cancel.is_set():
+                await asyncio.wait([waiter], timeout=0.05)
+            return
+        await waiter
+
+    def add_cancel_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) when this attempt is cancelled; at once if it is."""
+        with self._lock:
+            if not self.cancel_event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def renew_lease(self) -> Occurrence:
+        """Extend the lease now (the runtime also does so every ``renew_interval_ms``).
+
+        Raises :class:`~jobledger.LeaseLost` — and cancels this context — when the lease is gone.
+        """
+        occurrence = self._renew()
+        self.occurrence = occurrence
+        return occurrence
+
+    def _cancel(self, reason: str) -> None:
+        with self._lock:
+            if self.cancel_event.is_set():
+                return
+            self.cancel_reason = reason
+            self.cancel_event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+Handler: TypeAlias = Callable[[JobContext], "object | Awaitable[object]"]

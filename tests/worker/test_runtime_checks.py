@@ -1,0 +1,401 @@
+"""Runtime checks in the reference's order (§3.11 steps 1–6) and each rejection's retryability."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import jobledger
+from jobledger.testing import FakeClock
+
+from .conftest import LEASE_MS, add_job, event_types
+
+
+class Recorder:
+    """A sync handler that records each call and returns a JSON result."""
+
+    def __init__(self, result: Any = None) -> None:
+        self.calls: list[jobledger.JobContext] = []
+        self.result = result
+
+    def __call__(self, ctx: jobledger.JobContext) -> Any:
+        self.calls.append(ctx)
+        return self.result
+
+
+class StoreWithoutJobs:
+    """Delegates to a real store but pretends every job is gone (jobs cannot be deleted)."""
+
+    def __init__(self, store: jobledger.Store) -> None:
+        self._store = store
+
+    def get_job(self, job_id: str) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_success_authorizes_snapshots_then_executes_and_settles(store, clock, make_runtime):
+    occurrence = add_job(store, payload={"n": 1}, clock=clock)
+    seen: list[jobledger.AuthorizationRequest] = []
+
+    def authorize(request: jobledger.AuthorizationRequest) -> dict[str, Any]:
+        seen.append(request)
+        return {"allowed": True, "reason": "ok"}
+
+    handler = Recorder({"done": True})
+    result = make_runtime({"echo": handler}, authorize=authorize).run_next()
+
+    assert result.status == "succeeded"
+    assert result.result == {"done": True}
+    assert seen[0].job.revision == 1
+    assert seen[0].occurrence.id == occurrence.id
+    assert len(handler.calls) == 1
+    ctx = handler.calls[0]
+    assert ctx.payload == {"n": 1}
+    assert ctx.decision.allowed is True
+    assert ctx.decision.reason == "ok"
+    assert ctx.authority["principal"] == {"type": "user", "id": "tester"}
+    assert event_types(store, occurrence.id) == [
+        "occurrence_enqueued",
+        "occurrence_claimed",
+        "occurrence_renewed",
+        "occurrence_succeeded",
+    ]
+
+
+def test_job_missing_is_final(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    handler = Recorder()
+    runtime = make_runtime({"echo": handler}, store=StoreWithoutJobs(store))
+    result = runtime.run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_JOB_MISSING"
+    assert result.error["name"] == "RuntimeRejection"
+    assert handler.calls == []
+    assert store.get_occurrence(occurrence.id).status == "dead_letter"
+
+
+def test_stale_revision_is_final(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    handler = Recorder()
+    result = make_runtime({"echo": handler}).run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_STALE_REVISION"
+    assert result.error["details"] == {"occurrenceRevision": 1, "currentRevision": 2}
+    assert handler.calls == []
+
+
+def test_missing_handler_is_final_and_keeps_the_reference_code(store, clock, make_runtime):
+    add_job(store, kind="unknown", clock=clock)
+    result = make_runtime({"echo": Recorder()}).run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_ADAPTER_MISSING"
+    assert result.error["details"] == {"jobKind": "unknown"}
+
+
+class Allowed:
+    def __init__(self, allowed: object, reason: object = None) -> None:
+        self.allowed = allowed
+        self.reason = reason
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        False,
+        True,
+        None,
+        "yes",
+        {"allowed": False},
+        {"allowed": "true"},
+        {"allowed": 1},
+        Allowed(1),
+        Allowed("true"),
+        {},
+    ],
+)
+def test_anything_but_allowed_is_true_is_denied_and_final(store, clock, make_runtime, decision):
+    add_job(store, clock=clock)
+    handler = Recorder()
+    result = make_runtime({"echo": handler}, authorize=lambda request: decision).run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_AUTHORIZATION_DENIED"
+    assert result.error["details"] == {"reason": "not_allowed"}
+    assert handler.calls == []
+
+
+def test_denial_reason_is_kept_up_to_256_characters(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    result = make_runtime(
+        {"echo": Recorder()}, authorize=lambda r: Allowed(False, "x" * 256)
+    ).run_next()
+    assert result.error["details"] == {"reason": "x" * 256}
+    add_job(store, "job-2", clock=clock)
+    result = make_runtime(
+        {"echo": Recorder()}, authorize=lambda r: {"allowed": False, "reason": "x" * 257}
+    ).run_next()
+    assert result.error["details"] == {"reason": "not_allowed"}
+
+
+def test_allowed_decision_object_and_attribute_allow(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    add_job(store, "job-2", clock=clock)
+    runtime = make_runtime({"echo": Recorder()}, authorize=lambda r: Allowed(True))
+    assert runtime.run_next().status == "succeeded"
+    runtime2 = make_runtime(
+        {"echo": Recorder()}, authorize=lambda r: jobledger.Decision(allowed=True)
+    )
+    assert runtime2.run_next().status == "succeeded"
+
+
+class Hostile:
+    @property
+    def allowed(self) -> bool:
+        raise RuntimeError("policy backend exploded")
+
+
+@pytest.mark.parametrize("authorize", ["raises", "hostile"])
+def test_failing_authorizer_is_retryable_unavailable(store, clock, make_runtime, authorize):
+    occurrence = add_job(store, clock=clock)
+
+    def raising(request: object) -> None:
+        raise ConnectionError("policy service down")
+
+    handler = Recorder()
+    chosen = raising if authorize == "raises" else (lambda request: Hostile())
+    result = make_runtime({"echo": handler}, authorize=chosen).run_next()
+    assert result.status == "retry_wait"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_AUTHORIZATION_UNAVAILABLE"
+    assert handler.calls == []
+    assert store.get_occurrence(occurrence.id).attempt == 1
+
+
+def test_async_authorizer_is_awaited(store, clock, make_runtime):
+    add_job(store, clock=clock)
+
+    async def authorize(request: jobledger.AuthorizationRequest) -> dict[str, bool]:
+        return {"allowed": request.job.kind == "echo"}
+
+    assert make_runtime({"echo": Recorder()}, authorize=authorize).run_next().status == "succeeded"
+
+
+def test_lease_is_revalidated_after_slow_authorization(store, clock: FakeClock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+
+    def slow(request: object) -> dict[str, bool]:
+        clock.advance(LEASE_MS)  # the lease expired while the policy was consulted
+        return {"allowed": True}
+
+    handler = Recorder()
+    result = make_runtime({"echo": handler}, authorize=slow).run_next()
+    assert result.status == "aborted"
+    assert result.lease_lost is True
+    assert result.error["code"] == "SCHEDULER_LEASE_LOST"
+    assert handler.calls == []
+    assert event_types(store, occurrence.id) == ["occurrence_enqueued", "occurrence_claimed"]
+
+
+def test_cancellation_during_authorization_is_retryable_aborted(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    cancel = threading.Event()
+
+    def authorize(request: jobledger.AuthorizationRequest) -> dict[str, bool]:
+        cancel.set()
+        return {"allowed": True}
+
+    handler = Recorder()
+    result = make_runtime({"echo": handler}, authorize=authorize).run_next(cancel_event=cancel)
+    assert result.status == "retry_wait"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_ABORTED"
+    assert handler.calls == []
+
+
+def test_a_handler_ignoring_cancellation_does_not_settle_success(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    cancel = threading.Event()
+    seen: list[bool] = []
+
+    def handler(ctx: jobledger.JobContext) -> str:
+        cancel.set()
+        seen.append(ctx.is_cancelled())
+        return "ignored"
+
+    result = make_runtime({"echo": handler}).run_next(cancel_event=cancel)
+    assert seen == [True]
+    assert result.status == "retry_wait"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_ABORTED"
+    assert result.occurrence.result is None
+
+
+def test_cancelled_before_claiming_claims_nothing(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    cancel = threading.Event()
+    cancel.set()
+    runtime = make_runtime({"echo": Recorder()})
+    assert runtime.run_next(cancel_event=cancel) == jobledger.RunResult("aborted")
+    assert runtime.run_occurrence(occurrence.id, cancel_event=cancel).status == "aborted"
+    assert store.get_occurrence(occurrence.id).status == "queued"
+    summary = runtime.run_until_idle(cancel_event=cancel)
+    assert summary.status == "aborted"
+    assert summary.results == ()
+
+
+def test_heartbeat_that_cannot_start_is_retryable(store, clock, make_runtime):
+    add_job(store, clock=clock)
+
+    class BrokenDriver:
+        def start(self, interval_ms: int, beat: object) -> object:
+            raise OSError("no threads left")
+
+    handler = Recorder()
+    result = make_runtime({"echo": handler}, heartbeat=BrokenDriver()).run_next()
+    assert result.status == "retry_wait"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_TIMER_FAILED"
+    assert handler.calls == []
+
+
+def test_non_json_result_is_a_final_failure(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    result = make_runtime({"echo": lambda ctx: {1, 2}}).run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_INVALID_RESULT"
+
+
+# -- targeted runs and loops ---------------------------------------------------------------
+
+
+def test_run_occurrence_outcomes(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    first = make_runtime({"echo": Recorder(1)}, owner_id="first")
+    second = make_runtime({"echo": Recorder(2)}, owner_id="second")
+    with pytest.raises(jobledger.NotFound):
+        first.run_occurrence("occ_missing")
+    store.claim_occurrence(occurrence_id=occurrence.id, owner_id="someone", lease_ms=LEASE_MS)
+    busy = first.run_occurrence(occurrence.id)
+    assert busy.status == "busy"
+    assert busy.occurrence.lease_owner == "someone"
+    clock.advance(LEASE_MS)
+    done = second.run_occurrence(occurrence.id)
+    assert (done.status, done.result) == ("succeeded", 2)
+    again = first.run_occurrence(occurrence.id)
+    assert again.already_settled is True
+    assert (again.status, again.result) == ("succeeded", 2)
+
+
+def test_run_until_idle_stops_when_idle_or_at_the_limit(store, clock, make_runtime):
+    for n in range(3):
+        add_job(store, f"job-{n}", clock=clock)
+    runtime = make_runtime({"echo": Recorder("ok")})
+    limited = runtime.run_until_idle(limit=2)
+    assert limited.status == "limit_reached"
+    assert [r.status for r in limited.results] == ["succeeded", "succeeded"]
+    rest = runtime.run_until_idle()
+    assert rest.status == "idle"
+    assert len(rest.results) == 1
+
+
+@pytest.mark.parametrize("limit", [0, 10_001, 1.5, True, "3"])
+def test_run_until_idle_limit_is_validated(make_runtime, limit):
+    with pytest.raises(jobledger.RuntimeRejection) as raised:
+        make_runtime({}).run_until_idle(limit=limit)
+    assert raised.value.code == "SCHEDULER_RUNTIME_INVALID_LIMIT"
+
+
+# -- configuration rejections --------------------------------------------------------------
+
+
+def rejection_code(call: Any) -> str:
+    with pytest.raises(jobledger.SchedulerError) as raised:
+        call()
+    return raised.value.code
+
+
+def test_authorize_is_required_and_allow_all_must_be_named(store):
+    assert rejection_code(lambda: jobledger.Runtime(store)) == (
+        "SCHEDULER_RUNTIME_AUTHORIZER_REQUIRED"
+    )
+    assert rejection_code(lambda: jobledger.Runtime(store, authorize="yes")) == (
+        "SCHEDULER_RUNTIME_AUTHORIZER_REQUIRED"
+    )
+    jobledger.Runtime(store, authorize=jobledger.allow_all).close()
+
+
+@pytest.mark.parametrize("lease_ms", [999, 0, -1, 1000.5, True, 24 * 3600 * 1000 + 1, "60000"])
+def test_lease_ms_is_validated(store, lease_ms):
+    code = rejection_code(
+        lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, lease_ms=lease_ms)
+    )
+    assert code == "SCHEDULER_RUNTIME_INVALID_LEASE"
+
+
+@pytest.mark.parametrize("interval", [0, 1000, 5000, 1.5, False])
+def test_renew_interval_is_validated(store, interval):
+    code = rejection_code(
+        lambda: jobledger.Runtime(
+            store, authorize=jobledger.allow_all, lease_ms=1000, renew_interval_ms=interval
+        )
+    )
+    assert code == "SCHEDULER_RUNTIME_INVALID_RENEW_INTERVAL"
+
+
+def test_defaults_follow_the_reference(store):
+    with jobledger.Runtime(store, authorize=jobledger.allow_all) as runtime:
+        assert runtime.lease_ms == 60_000
+        assert runtime.renew_interval_ms == 20_000
+        assert runtime.owner_id.startswith("jobledger:")
+        assert len(runtime.owner_id.rsplit(":", 1)[1]) == 8
+    with jobledger.Runtime(store, authorize=jobledger.allow_all, lease_ms=1000) as runtime:
+        assert runtime.renew_interval_ms == 333
+    with jobledger.Runtime(
+        store, authorize=jobledger.allow_all, lease_ms=1000, renew_interval_ms=999
+    ) as runtime:
+        assert runtime.renew_interval_ms == 999
+
+
+def test_handlers_are_validated(store):
+    def make(**options: Any) -> Any:
+        return lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, **options)
+
+    assert rejection_code(make(handlers={"": print})) == "SCHEDULER_RUNTIME_INVALID_HANDLER"
+    assert rejection_code(make(handlers={"x" * 129: print})) == (
+        "SCHEDULER_RUNTIME_INVALID_HANDLER"
+    )
+    assert rejection_code(make(handlers={"echo": "not callable"})) == (
+        "SCHEDULER_RUNTIME_INVALID_HANDLER"
+    )
+    assert rejection_code(make(handlers=[("echo", print), (" echo ", print)])) == (
+        "SCHEDULER_RUNTIME_DUPLICATE_HANDLER"
+    )
+    runtime = jobledger.Runtime(store, authorize=jobledger.allow_all, handlers={"echo": print})
+    assert runtime.kinds == frozenset({"echo"})
+    assert rejection_code(lambda: runtime.register_handler("echo", print)) == (
+        "SCHEDULER_RUNTIME_DUPLICATE_HANDLER"
+    )
+
+
+def test_store_heartbeat_and_policy_are_validated(store):
+    assert (
+        rejection_code(lambda: jobledger.Runtime(object(), authorize=jobledger.allow_all))
+        == "SCHEDULER_RUNTIME_INVALID_STORE"
+    )
+    assert (
+        rejection_code(
+            lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, heartbeat=object())
+        )
+        == "SCHEDULER_RUNTIME_INVALID_TIMER"
+    )
+    assert (
+        rejection_code(
+            lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, retry_policy=3)
+        )
+        == "SCHEDULER_RUNTIME_INVALID_RETRY_POLICY"
+    )
+    assert (
+        rejection_code(lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, owner_id=""))
+        == "SCHEDULER_INVALID_ARGUMENT"
+    )

@@ -1,0 +1,210 @@
+"""The worker loop: single steps, same-process wake-ups, concurrency and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+import jobledger
+from jobledger.heartbeat import ManualHeartbeat
+from jobledger.testing import FakeClock, run_until_idle
+
+from .conftest import add_job, event_types
+
+WAIT_S = 5
+
+
+def start(worker: jobledger.Worker) -> tuple[threading.Thread, list[Any]]:
+    box: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: box.append(worker.run(install_signal_handlers=False)), daemon=True
+    )
+    thread.start()
+    assert worker.wait_until_running(WAIT_S)
+    return thread, box
+
+
+def test_run_once_steps_without_threads(store, clock, make_runtime):
+    for n in range(3):
+        add_job(store, f"job-{n}", clock=clock)
+    worker = jobledger.Worker(make_runtime({"echo": lambda ctx: ctx.occurrence.job_id}))
+    first = worker.run_once()
+    assert [r.status for r in first] == ["succeeded"]
+    rest = worker.step(limit=10)
+    assert [r.status for r in rest] == ["succeeded", "succeeded"]
+    assert worker.run_once() == []
+    assert worker.summary.statuses["succeeded"] == 3
+
+
+def test_run_until_idle_helper_accepts_a_worker_or_runtime(store, clock, make_runtime):
+    add_job(store, "job-1", clock=clock)
+    add_job(store, "job-2", clock=clock)
+    runtime = make_runtime({"echo": lambda ctx: "ok"})
+    assert len(run_until_idle(jobledger.Worker(runtime), limit=1)) == 1
+    assert [r.result for r in run_until_idle(runtime)] == ["ok"]
+    with pytest.raises(jobledger.InvalidArgument):
+        run_until_idle(object())
+
+
+def test_an_enqueue_in_the_same_process_wakes_an_idle_worker(store, clock, make_runtime):
+    store.create_job(id="job-1", kind="echo", authority={"principal": {"type": "t", "id": "t"}})
+    done = threading.Event()
+
+    def handler(ctx: jobledger.JobContext) -> str:
+        done.set()
+        return "woken"
+
+    worker = jobledger.Worker(make_runtime({"echo": handler}), poll_interval=3_600_000)
+    thread, box = start(worker)
+    store.enqueue_occurrence(job_id="job-1", scheduled_for=clock(), trigger_key="now")
+    assert done.wait(WAIT_S), "the worker did not wake on the work signal"
+    worker.stop()
+    thread.join(WAIT_S)
+    assert box[0].statuses["succeeded"] == 1
+
+
+def test_concurrent_sync_and_async_handlers(store, clock, make_runtime):
+    barrier = threading.Barrier(2, timeout=WAIT_S)
+    for n in range(2):
+        add_job(store, f"sync-{n}", kind="sync", clock=clock)
+    for n in range(3):
+        add_job(store, f"async-{n}", kind="async", clock=clock)
+    seen: list[str] = []
+    all_done = threading.Event()
+
+    def sync_handler(ctx: jobledger.JobContext) -> str:
+        barrier.wait()  # both sync handlers must run at the same time
+        return "sync"
+
+    async def async_handler(ctx: jobledger.JobContext) -> str:
+        await asyncio.sleep(0.01)
+        seen.append(ctx.occurrence.job_id)
+        if len(seen) == 3:
+            all_done.set()
+        return "async"
+
+    runtime = make_runtime({"sync": sync_handler, "async": async_handler})
+    worker = jobledger.Worker(runtime, concurrency=3, poll_interval=10)
+    thread, box = start(worker)
+    assert all_done.wait(WAIT_S)
+    for _ in range(500):
+        if sum(worker.summary.statuses.values()) == 5:
+            break
+        threading.Event().wait(0.01)
+    worker.stop()
+    thread.join(WAIT_S)
+    assert box[0].statuses == {"succeeded": 5}
+
+
+def test_stop_lets_in_flight_work_finish_within_the_grace_period(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(ctx: jobledger.JobContext) -> str:
+        started.set()
+        release.wait(WAIT_S)
+        return "finished"
+
+    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=WAIT_S * 1000)
+    thread, box = start(worker)
+    assert started.wait(WAIT_S)
+    worker.stop()
+    release.set()
+    thread.join(WAIT_S)
+    summary = box[0]
+    assert (summary.statuses["succeeded"], summary.released, summary.forced) == (1, [], False)
+    assert store.get_occurrence(occurrence.id).status == "succeeded"
+
+
+def test_after_the_grace_period_unfinished_leases_are_released(
+    store, clock: FakeClock, make_runtime
+):
+    occurrence = add_job(store, clock=clock)
+    started = threading.Event()
+    cancelled: list[bool] = []
+
+    def stubborn(ctx: jobledger.JobContext) -> str:
+        started.set()
+        cancelled.append(ctx.cancel_event.wait(WAIT_S))
+        return "too late"
+
+    runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
+    worker = jobledger.Worker(runtime, grace_period=0)
+    thread, box = start(worker)
+    assert started.wait(WAIT_S)
+    worker.stop()
+    thread.join(WAIT_S)
+    summary = box[0]
+    assert summary.forced is True
+    assert [o.id for o in summary.released] == [occurrence.id]
+    assert cancelled == [True]
+    released = store.get_occurrence(occurrence.id)
+    assert (released.status, released.attempt, released.available_at) == ("retry_wait", 0, clock())
+    successor = make_runtime({"echo": lambda ctx: "done by successor"}, owner_id="successor")
+    assert successor.run_next().status == "succeeded"
+    types = event_types(store, occurrence.id)
+    assert types.count("occurrence_succeeded") == 1
+    assert types.count("occurrence_released") == 1
+
+
+def test_a_second_stop_skips_the_grace_period(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    started = threading.Event()
+
+    def handler(ctx: jobledger.JobContext) -> None:
+        started.set()
+        ctx.cancel_event.wait(WAIT_S)
+
+    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=3_600_000)
+    thread, box = start(worker)
+    assert started.wait(WAIT_S)
+    worker.stop()
+    worker.stop()
+    thread.join(WAIT_S)
+    assert not thread.is_alive()
+    assert box[0].forced is True
+    assert len(box[0].released) == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"concurrency": 0},
+        {"concurrency": 1.5},
+        {"poll_interval": 0},
+        {"poll_jitter": 1},
+        {"grace_period": -1},
+    ],
+)
+def test_worker_options_are_validated(make_runtime, options):
+    with pytest.raises(jobledger.InvalidArgument):
+        jobledger.Worker(make_runtime({}), **options)
+    with pytest.raises(jobledger.InvalidArgument):
+        jobledger.Worker(object())
+
+
+def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    renewed = threading.Event()
+
+    def handler(ctx: jobledger.JobContext) -> str:
+        for _ in range(200):
+            if len(store.history(occurrence_id=ctx.occurrence_id)) >= 4:  # + one heartbeat
+                renewed.set()
+                break
+            threading.Event().wait(0.01)
+        return "ok"
+
+    runtime = make_runtime(
+        {"echo": handler},
+        heartbeat=jobledger.ThreadHeartbeat(),
+        lease_ms=1000,
+        renew_interval_ms=5,
+    )
+    assert runtime.run_next().status == "succeeded"
+    assert renewed.is_set()
+    assert event_types(store, occurrence.id).count("occurrence_renewed") >= 2
+    assert isinstance(ManualHeartbeat(), jobledger.heartbeat.HeartbeatDriver)
