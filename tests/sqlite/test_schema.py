@@ -134,7 +134,7 @@ def test_fingerprint_ignores_whitespace_but_not_content() -> None:
             conn.close()
 
     assert fingerprint("CREATE TABLE t (a INTEGER)") == fingerprint(
-        "CREATE   TABLE t (\n  a   INTEGER\n)"
+        "CREATE   TABLE\tt (a\n   INTEGER)"
     )
     assert fingerprint("CREATE TABLE t (a INTEGER)") != fingerprint("CREATE TABLE t (a TEXT)")
 
@@ -276,7 +276,7 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "extra-table": (
-        _tamper("CREATE TABLE user_notes (id INTEGER PRIMARY KEY); INSERT INTO user_notes VALUES(1);"),
+        _tamper("CREATE TABLE user_notes (id INTEGER); INSERT INTO user_notes VALUES (1);"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "missing-v2-table": (
@@ -362,18 +362,21 @@ def test_tampered_stored_authority_opens_but_reads_as_data_corrupt(tmp_path: Pat
         store.close()
 
 
-def test_unparseable_stored_payload_reads_as_data_corrupt(tmp_path: Path) -> None:
+def test_row_violating_a_check_constraint_is_refused_at_open(tmp_path: Path) -> None:
+    """quick_check also verifies CHECK constraints: invalid stored JSON is caught on open."""
     path = _fresh(tmp_path / "db" / "x.sqlite")
-    # json_valid accepts it (SQLite allows NaN-free JSON5-ish? no: this is valid JSON) but the
-    # number is outside what an IEEE double holds exactly, which jobledger refuses to read.
-    _tamper("UPDATE jobs SET payload_json = '{\"n\":1e999}' WHERE job_id = 'job-a';")(path)
-    store = _open(path)
-    try:
-        with pytest.raises(SchedulerError) as corrupt:
-            store.get_job("job-a")
-        assert corrupt.value.code == "SCHEDULER_DATA_CORRUPT"
-    finally:
-        store.close()
+    _tamper(
+        "PRAGMA ignore_check_constraints = ON; "
+        "UPDATE jobs SET payload_json = '{not json' WHERE job_id = 'job-a';"
+    )(path)
+    digest = sha256_file(path)
+    with pytest.raises(SchedulerError) as refused:
+        _open(path)
+    assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
+    assert refused.value.details is not None
+    assert refused.value.details["result"] != ["ok"]
+    assert sha256_file(path) == digest
+    assert sidecars(path) == []
 
 
 # -- v1 → v2 upgrade of a hand-made v1 database ------------------------------------------------
@@ -407,13 +410,13 @@ def _make_v1(path: Path) -> dict[str, Any]:
         conn.execute(
             "INSERT INTO occurrences VALUES "
             "(?, 'job-v1', 1, ?, 'slot-1', ?, ?, 'queued', 0, 1, 0, NULL, NULL, ?, "
-            "'{\"to\":\"a\"}', NULL, NULL, ?, ?, NULL)",
+            '\'{"to":"a"}\', NULL, NULL, ?, ?, NULL)',
             (queued_id, queued_key, NOW, NOW, authority, NOW, NOW),
         )
         conn.execute(
             "INSERT INTO occurrences VALUES "
             "(?, 'job-v1', 1, ?, 'slot-2', ?, ?, 'dead_letter', 1, 1, 1, NULL, NULL, ?, "
-            "'{\"to\":\"a\"}', ?, NULL, ?, ?, ?)",
+            '\'{"to":"a"}\', ?, NULL, ?, ?, ?)',
             (dead_id, dead_key, NOW + 1000, NOW + 1000, authority, error, NOW, NOW + 5, NOW + 5),
         )
         events = [
@@ -472,7 +475,8 @@ def test_hand_made_v1_database_is_upgraded_to_v2(tmp_path: Path) -> None:
         requeued = store.requeue_dead_letter(
             occurrence_id=made["dead"], expected_fence=1, reason="fixed", actor="ops"
         )
-        assert requeued.status == "queued"
+        assert requeued.status == "retry_wait"
+        assert requeued.max_attempts == 2
         requeues = _plain(raw).execute("SELECT occurrence_id, reason FROM jobledger_requeues")
         assert requeues.fetchall() == [(made["dead"], "fixed")]
     finally:
@@ -586,8 +590,7 @@ def test_concurrent_first_open_from_two_processes(tmp_path: Path) -> None:
     barrier = context.Barrier(2)
     queue = context.Queue()
     processes = [
-        context.Process(target=_open_in_process, args=(str(path), barrier, queue))
-        for _ in range(2)
+        context.Process(target=_open_in_process, args=(str(path), barrier, queue)) for _ in range(2)
     ]
     for process in processes:
         process.start()
@@ -597,3 +600,54 @@ def test_concurrent_first_open_from_two_processes(tmp_path: Path) -> None:
         assert process.exitcode == 0
     assert outcomes == [("ok", 2), ("ok", 2)]
     _assert_single_schema(path)
+
+
+def _upgrade_in_process(paths: list[str], barrier: Any, queue: Any) -> None:
+    for path in paths:
+        barrier.wait(timeout=60)
+        try:
+            store = jobledger.open_store(path, clock=FakeClock(NOW + 1))
+            try:
+                queue.put(("ok", store.schema_info().schema_version))
+            finally:
+                store.close()
+        except BaseException as exc:  # reported to the parent
+            queue.put(("error", repr(exc)))
+
+
+def test_concurrent_upgrade_of_a_v1_database_from_three_processes(tmp_path: Path) -> None:
+    """Several processes opening the same v1 file at once: every one succeeds, upgrade once."""
+    rounds, workers = 20, 3
+    paths = [tmp_path / f"round-{i}" / "v1.sqlite" for i in range(rounds)]
+    for path in paths:
+        _make_v1(path)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    queue = context.Queue()
+    processes = [
+        context.Process(target=_upgrade_in_process, args=([str(p) for p in paths], barrier, queue))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = [queue.get(timeout=120) for _ in range(rounds * workers)]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert outcomes == [("ok", 2)] * (rounds * workers)
+    for path in paths:
+        with read_only(path) as conn:
+            assert [row[:2] for row in table_rows(conn, "migrations")] == [
+                (1, "scheduler-kernel-v1"),
+                (2, "jobledger-requeue-v2"),
+            ]
+            assert len(table_rows(conn, "jobs")) == 1
+        conn.close()
+        backups = sorted(path.parent.glob("*.bak"))
+        # Only the opener that ran the upgrade keeps its backup; the others remove theirs.
+        assert len(backups) == 1
+        for backup in backups:
+            with read_only(backup) as copy:
+                assert pragma(copy, "user_version") == 1
+                assert schema_fingerprint(copy) == V1_FINGERPRINT
+            copy.close()

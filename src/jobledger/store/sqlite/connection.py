@@ -274,6 +274,18 @@ class SQLiteConnection:
             return result
 
     def _begin_immediate(self) -> None:
+        if self._conn.in_transaction and not self._rollback():
+            # A previous rollback failed and left a transaction open; refuse rather than
+            # nest this write inside whatever that transaction holds.
+            raise StorageUnavailable(
+                "Scheduler storage is unavailable",
+                details={
+                    "phase": "write",
+                    "storageCode": "SQLITE_IOERR",
+                    "commitState": "not_committed",
+                    "retryable": False,
+                },
+            )
         for attempt in range(1, BEGIN_ATTEMPTS + 1):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")

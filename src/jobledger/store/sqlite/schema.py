@@ -316,10 +316,15 @@ def _backup(connection: SQLiteConnection, from_version: int) -> Path | None:
     source = Path(connection.target)
     candidate = source.with_name(f"{source.name}.v{from_version}.bak")
     counter = 1
-    while candidate.exists():
-        candidate = source.with_name(f"{source.name}.v{from_version}.{counter}.bak")
-        counter += 1
-    descriptor = os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    while True:
+        try:
+            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
+            descriptor = os.open(candidate, flags, 0o600)
+        except FileExistsError:  # taken, possibly by a process upgrading the same file now
+            candidate = source.with_name(f"{source.name}.v{from_version}.{counter}.bak")
+            counter += 1
+            continue
+        break
     os.close(descriptor)
     destination = sqlite3.connect(candidate)
     try:
@@ -355,26 +360,40 @@ def ensure_schema(connection: SQLiteConnection, *, now: int, migrate: bool) -> P
             "Refusing a non-empty database without scheduler migration history",
             details={"tables": tables},
         )
-    version = _plain(conn).execute("PRAGMA user_version").fetchone()[0]
-    if version in _BY_VERSION and version < latest.version:
-        _verify(conn, _BY_VERSION[version])
-        if not migrate:
-            raise MigrationRequired(
-                f"Scheduler database is at schema v{version}; this jobledger needs "
-                f"v{latest.version}. Open it with migrate=True (the default) to upgrade, "
-                "after a backup is taken automatically.",
-                details={"schemaVersion": version, "requiredVersion": latest.version},
-            )
-        backup = _backup(connection, version)
+    # Read the version, verify it and take the backup in one read transaction (one snapshot),
+    # so another process upgrading the same file meanwhile cannot make it look damaged.
+    conn.execute("BEGIN")
+    try:
+        version = _plain(conn).execute("PRAGMA user_version").fetchone()[0]
+        upgrading = version in _BY_VERSION and version < latest.version
+        backup = None
+        if upgrading:
+            _verify(conn, _BY_VERSION[version])
+            if not migrate:
+                raise MigrationRequired(
+                    f"Scheduler database is at schema v{version}; this jobledger needs "
+                    f"v{latest.version}. Open it with migrate=True (the default) to upgrade, "
+                    "after a backup is taken automatically.",
+                    details={"schemaVersion": version, "requiredVersion": latest.version},
+                )
+            backup = _backup(connection, version)
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")  # ends the read transaction; nothing was written
+    if upgrading:
 
-        def upgrade(c: sqlite3.Connection) -> None:
+        def upgrade(c: sqlite3.Connection) -> bool:
             current = _plain(c).execute("PRAGMA user_version").fetchone()[0]
             if current != version:  # another process upgraded it while we waited
-                return
+                return False
             _apply(c, [m for m in MIGRATIONS if m.version > version], now)
+            return True
 
-        connection.write(upgrade)
+        upgraded = connection.write(upgrade)
         _verify(conn, latest)
+        if not upgraded and backup is not None:
+            backup.unlink(missing_ok=True)  # the process that upgraded kept its own backup
+            backup = None
         return backup
     _verify(conn, latest)
     return None

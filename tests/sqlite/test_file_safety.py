@@ -1,0 +1,233 @@
+"""File safety of the SQLite store: a private directory, 0600 files, no symlinks."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.errors import SchedulerError
+from jobledger.store.sqlite import SQLiteStore
+from jobledger.testing import FakeClock
+from tests.sqlite.support import sha256_file
+
+AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _open(target: str | Path, **options: object) -> SQLiteStore:
+    store = jobledger.open_store(target, clock=FakeClock(), **options)  # type: ignore[arg-type]
+    assert isinstance(store, SQLiteStore)
+    return store
+
+
+def _write_something(store: SQLiteStore) -> None:
+    store.create_job(id="job-a", kind="k", authority=AUTHORITY)
+    store.enqueue_occurrence(job_id="job-a", scheduled_for=1, trigger_key="t")
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_new_directory_is_created_private(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "store.sqlite"
+    store = _open(path)
+    store.close()
+    assert _mode(path.parent) == 0o700
+    assert stat.S_ISDIR(os.lstat(path.parent).st_mode)
+    assert _mode(path) == 0o600
+
+
+def test_new_directory_is_private_even_with_umask_0(tmp_path: Path, open_umask: None) -> None:
+    path = tmp_path / "new" / "store.sqlite"
+    store = _open(path)
+    store.close()
+    assert _mode(path.parent) == 0o700
+
+
+def test_existing_open_directory_is_made_private(tmp_path: Path) -> None:
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    directory.chmod(0o755)
+    assert _mode(directory) == 0o755
+    store = _open(directory / "store.sqlite")
+    store.close()
+    assert _mode(directory) == 0o700
+
+
+def test_database_and_sidecars_are_0600_with_umask_0(tmp_path: Path, open_umask: None) -> None:
+    path = tmp_path / "db" / "store.sqlite"
+    store = _open(path)
+    try:
+        _write_something(store)
+        for suffix in ("", "-wal", "-shm"):
+            candidate = Path(f"{path}{suffix}")
+            assert candidate.exists(), suffix
+            assert stat.S_ISREG(os.lstat(candidate).st_mode)
+            assert _mode(candidate) == 0o600, suffix
+    finally:
+        store.close()
+    # a second open (sidecars recreated by SQLite) keeps them private too
+    store = _open(path)
+    try:
+        _write_something_else(store)
+        for suffix in ("", "-wal", "-shm"):
+            assert _mode(Path(f"{path}{suffix}")) == 0o600, suffix
+    finally:
+        store.close()
+
+
+def _write_something_else(store: SQLiteStore) -> None:
+    store.enqueue_occurrence(job_id="job-a", scheduled_for=2, trigger_key="t")
+
+
+def test_too_open_existing_files_are_repaired_to_0600(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "store.sqlite"
+    _open(path).close()
+    path.chmod(0o644)
+    journal = Path(f"{path}-journal")
+    journal.write_bytes(b"")  # an empty hot-journal-less leftover: harmless, but must be private
+    journal.chmod(0o666)
+    store = _open(path)
+    try:
+        assert _mode(path) == 0o600
+        assert _mode(journal) == 0o600
+    finally:
+        store.close()
+
+
+def test_symlinked_database_file_is_refused(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real = real_dir / "store.sqlite"
+    _open(real).close()
+    digest = sha256_file(real)
+    link_dir = tmp_path / "links"
+    link_dir.mkdir(mode=0o700)
+    link = link_dir / "store.sqlite"
+    link.symlink_to(real)
+    with pytest.raises(SchedulerError) as refused:
+        _open(link)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert sha256_file(real) == digest
+    assert link.is_symlink()
+    assert sorted(p.name for p in link_dir.iterdir()) == ["store.sqlite"]
+
+
+def test_symlink_to_a_missing_database_file_is_refused(tmp_path: Path) -> None:
+    directory = tmp_path / "db"
+    directory.mkdir(mode=0o700)
+    link = directory / "store.sqlite"
+    link.symlink_to(tmp_path / "elsewhere.sqlite")
+    with pytest.raises(SchedulerError) as refused:
+        _open(link)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert not (tmp_path / "elsewhere.sqlite").exists()
+
+
+def test_symlinked_parent_directory_is_refused(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir(mode=0o700)
+    link_dir = tmp_path / "link"
+    link_dir.symlink_to(real_dir, target_is_directory=True)
+    with pytest.raises(SchedulerError) as refused:
+        _open(link_dir / "store.sqlite")
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert list(real_dir.iterdir()) == []
+
+
+def test_symlinked_ancestor_directory_is_refused(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir(mode=0o700)
+    link_dir = tmp_path / "link"
+    link_dir.symlink_to(real_dir, target_is_directory=True)
+    with pytest.raises(SchedulerError) as refused:
+        _open(link_dir / "deeper" / "store.sqlite")
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert list(real_dir.iterdir()) == []
+
+
+def test_symlinked_sidecar_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "store.sqlite"
+    _open(path).close()
+    digest = sha256_file(path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"do not touch")
+    Path(f"{path}-wal").symlink_to(victim)
+    with pytest.raises(SchedulerError) as refused:
+        _open(path)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert victim.read_bytes() == b"do not touch"
+    assert sha256_file(path) == digest
+
+
+def test_directory_in_place_of_the_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "store.sqlite"
+    path.mkdir(parents=True)
+    with pytest.raises(SchedulerError) as refused:
+        _open(path)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert path.is_dir()
+
+
+def test_memory_store_works() -> None:
+    store = _open(":memory:")
+    try:
+        _write_something(store)
+        claimed = store.claim_next(owner_id="w", lease_ms=1000)
+        assert claimed is not None
+        assert store.schema_info().schema_version == 2
+        assert store.target == ":memory:"
+    finally:
+        store.close()
+
+
+def test_memory_stores_are_independent() -> None:
+    first, second = _open(":memory:"), _open(":memory:")
+    try:
+        _write_something(first)
+        assert second.get_job("job-a") is None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_sqlite_url_with_absolute_path(tmp_path: Path) -> None:
+    path = tmp_path / "via-url" / "store.sqlite"
+    url = "sqlite://" + str(path)
+    assert url.startswith("sqlite:///")
+    store = _open(url)
+    try:
+        _write_something(store)
+        assert store.target == str(path)
+    finally:
+        store.close()
+    assert path.is_file()
+    assert _mode(path) == 0o600
+    assert _mode(path.parent) == 0o700
+    reopened = _open(path)
+    try:
+        assert reopened.get_job("job-a") is not None
+    finally:
+        reopened.close()
+
+
+def test_sqlite_url_memory() -> None:
+    store = _open("sqlite:///:memory:")
+    try:
+        assert store.target == ":memory:"
+        _write_something(store)
+    finally:
+        store.close()
