@@ -134,14 +134,14 @@ def populate(path: Path, count: int) -> None:
         store.close()
 
 
-def cycle(store: Any, owner: str) -> bool:
-    """One claim_next + settle; False when nothing was claimable."""
+def cycle(store: Any, owner: str, work_ms: float = 0.0) -> bool:
+    """One claim_next + settle (with ``work_ms`` of handler time between); False when idle."""
     claimed = store.claim_next(owner_id=owner, lease_ms=LEASE_MS)
     if claimed is None:
         return False
-    store.settle(
-        occurrence_id=claimed.id, owner_id=owner, fence=claimed.fence, outcome="succeeded"
-    )
+    if work_ms:
+        time.sleep(work_ms / 1000)  # a handler doing I/O: holds no database lock
+    store.settle(occurrence_id=claimed.id, owner_id=owner, fence=claimed.fence, outcome="succeeded")
     return True
 
 
@@ -187,7 +187,7 @@ def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
     }
 
 
-def drain_worker(path: str, owner: str, start: Any, result_path: str) -> None:
+def drain_worker(path: str, owner: str, start: Any, result_path: str, work_ms: float) -> None:
     """Drain until empty; write counts (and any error) as JSON to ``result_path``."""
     report: dict[str, Any] = {"owner": owner, "claimed": 0, "errors": []}
     try:
@@ -198,7 +198,7 @@ def drain_worker(path: str, owner: str, start: Any, result_path: str) -> None:
             start.wait()
             t0 = time.perf_counter()
             report["started_at"] = t0
-            while cycle(store, owner):
+            while cycle(store, owner, work_ms):
                 report["claimed"] += 1
                 if report["claimed"] == 1:
                     report["first_claim_s"] = time.perf_counter() - t0
@@ -210,7 +210,9 @@ def drain_worker(path: str, owner: str, start: Any, result_path: str) -> None:
     Path(result_path).write_text(json.dumps(report))
 
 
-def measure_drain(directory: Path, count: int, processes: int) -> dict[str, Any]:
+def measure_drain(
+    directory: Path, count: int, processes: int, work_ms: float = 0.0
+) -> dict[str, Any]:
     path = directory / f"drain-{processes}.sqlite3"
     populate(path, count)
     context = multiprocessing.get_context("spawn")
@@ -221,7 +223,8 @@ def measure_drain(directory: Path, count: int, processes: int) -> dict[str, Any]
         result_path = directory / f"drain-{processes}-{index}.json"
         results.append(result_path)
         worker = context.Process(
-            target=drain_worker, args=(str(path), f"w{index}", start, str(result_path))
+            target=drain_worker,
+            args=(str(path), f"w{index}", start, str(result_path), work_ms),
         )
         worker.start()
         workers.append(worker)
@@ -242,6 +245,7 @@ def measure_drain(directory: Path, count: int, processes: int) -> dict[str, Any]
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     return {
         "processes": processes,
+        "work_ms": work_ms,
         "occurrences": count,
         "claimed": claimed,
         "succeeded": succeeded,
@@ -284,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--drain", type=int, default=4000, help="occurrences per drain run")
     parser.add_argument("--processes", type=int, default=4, help="processes for the drain")
+    parser.add_argument(
+        "--work-ms",
+        default="0,2",
+        help="simulated handler time between claim and settle, one drain pair per value",
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-drain", action="store_true")
     parser.add_argument("--dir", type=Path, default=None, help="where the database files go")
@@ -303,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{'cycle ms (mean/median/p95)':>28} {'cycles/s':>9}"
             )
             for size in sizes:
-                path = directory / f"latency-{size}.sqlite3"
-                populate(path, size)
                 for variant in variants:
+                    # a fresh file per variant, so every variant sees the same ~size queue
+                    path = directory / f"latency-{size}-{variant}.sqlite3"
+                    populate(path, size)
                     cycles = args.reference_cycles if variant == "reference" else args.cycles
                     row = {"variant": variant, "queued": size}
                     row.update(measure_latency(path, cycles, variant))
@@ -317,21 +327,26 @@ def main(argv: list[str] | None = None) -> int:
                         f"{row['cycle_p95_ms']:<8.3f} {row['cycles_per_s']:>9.0f}",
                         flush=True,
                     )
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{path}{suffix}").unlink(missing_ok=True)
         if not args.skip_drain:
-            print(f"\n{'processes':>9} {'drained':>8} {'seconds':>8} {'cycles/s':>9}  per process")
-            for processes in sorted({1, args.processes}):
-                row = measure_drain(directory, args.drain, processes)
-                results["drain"].append(row)
-                print(
-                    f"{processes:>9} {row['succeeded']:>8} {row['seconds']:>8.2f} "
-                    f"{row['cycles_per_s']:>9.0f}  {row['per_process']} first claim after "
-                    f"{row['first_claim_s']} s",
-                    flush=True,
-                )
-                for error in row["errors"]:
-                    print(f"  error: {error.splitlines()[0]}")
+            print(
+                f"\n{'work ms':>7} {'processes':>9} {'drained':>8} {'seconds':>8} "
+                f"{'cycles/s':>9}  per process"
+            )
+            for work_ms in [float(w) for w in args.work_ms.split(",") if w]:
+                for processes in sorted({1, args.processes}):
+                    row = measure_drain(directory, args.drain, processes, work_ms)
+                    results["drain"].append(row)
+                    print(
+                        f"{work_ms:>7g} {processes:>9} {row['succeeded']:>8} "
+                        f"{row['seconds']:>8.2f} "
+                        f"{row['cycles_per_s']:>9.0f}  {row['per_process']} first claim after "
+                        f"{row['first_claim_s']} s",
+                        flush=True,
+                    )
+                    for error in row["errors"]:
+                        print(f"  error: {error.splitlines()[0]}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json is not None:

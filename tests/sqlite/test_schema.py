@@ -204,6 +204,7 @@ def test_fresh_memory_database_is_v2() -> None:
 def test_reopening_a_v2_database_changes_nothing(tmp_path: Path) -> None:
     path = _fresh(tmp_path / "db" / "x.sqlite")
     digest = sha256_file(path)
+    before = sorted(p.name for p in path.parent.iterdir())
     store = _open(path, FakeClock(NOW + 10_000), migrate=False)
     try:
         assert store.schema_info().migration.applied_at == NOW
@@ -211,7 +212,7 @@ def test_reopening_a_v2_database_changes_nothing(tmp_path: Path) -> None:
     finally:
         store.close()
     assert sha256_file(path) == digest
-    assert sorted(p.name for p in path.parent.iterdir()) == ["x.sqlite"]
+    assert sorted(p.name for p in path.parent.iterdir()) == before
 
 
 # -- refusal of damaged and unknown databases --------------------------------------------------
@@ -306,12 +307,13 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
     damage(path)
     assert sidecars(path) == []
     digest = sha256_file(path)
+    before = sorted(p.name for p in path.parent.iterdir())
     with pytest.raises(SchedulerError) as refused:
         _open(path, migrate=migrate)
     assert refused.value.code == code
     assert sha256_file(path) == digest
     assert sidecars(path) == []
-    assert sorted(p.name for p in path.parent.iterdir()) == ["x.sqlite"]
+    assert sorted(p.name for p in path.parent.iterdir()) == before  # no backup, no new file
 
 
 def test_refusal_details_name_what_is_wrong(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import DataCorrupt, SchedulerError, StorageUnavailable, StoreClosed
+from .gate import WriteGate
 
 __all__ = ["SQLiteConnection", "prepare_private_file", "storage_failure"]
 
@@ -29,7 +30,7 @@ _ERRNO_CODES = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 # A busy BEGIN is retried this many times in total, on top of SQLite's own busy timeout, but
 # only before the transaction body starts (after that a retry could repeat side effects).
 BEGIN_ATTEMPTS = 3
-SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm")
+SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm", "-writelock")
 
 
 def _storage_code(exc: BaseException) -> str | None:
@@ -208,6 +209,8 @@ class SQLiteConnection:
         self._conn.execute("PRAGMA foreign_keys = ON")
         self._conn.execute(f"PRAGMA trusted_schema = {'ON' if schema_needs_trust() else 'OFF'}")
         self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        self._busy_timeout_s = busy_timeout_ms / 1000
+        self._gate: WriteGate | None = None
 
     @property
     def raw(self) -> sqlite3.Connection:
@@ -227,6 +230,8 @@ class SQLiteConnection:
                 return
             self._closed = True
             self._conn.close()
+            if self._gate is not None:
+                self._gate.close()
 
     def pragma(self, name: str) -> Any:
         row = self._conn.execute(f"PRAGMA {name}").fetchone()
@@ -251,27 +256,45 @@ class SQLiteConnection:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; commit or roll back whole."""
         with self._lock:
             self.assert_open()
-            self._begin_immediate()
+            gate = self._write_gate()
+            gated = gate is not None and gate.acquire()
             try:
-                result = body(self._conn)
-            except BaseException as exc:
-                rolled_back = self._rollback()
-                if isinstance(exc, SchedulerError) or not isinstance(exc, (sqlite3.Error, OSError)):
-                    raise
-                state = "not_committed" if rolled_back else "unknown"
-                mapped = storage_failure(exc, phase="write", commit_state=state)
-                if mapped is None:
-                    raise
-                raise mapped from (exc if mapped.__cause__ is exc else None)
+                return self._write_transaction(body)
+            finally:
+                if gated and gate is not None:
+                    gate.release()
+
+    def _write_gate(self) -> WriteGate | None:
+        # Made on the first write, not at open: a database refused on open gets no new file.
+        if self._gate is None and not self.is_memory:
             try:
-                self._conn.execute("COMMIT")
-            except (sqlite3.Error, OSError) as exc:
-                self._rollback()
-                mapped = storage_failure(exc, phase="write", commit_state="unknown")
-                if mapped is None:
-                    raise
-                raise mapped from (exc if mapped.__cause__ is exc else None)
-            return result
+                self._gate = WriteGate(Path(self.target), self._busy_timeout_s)
+            except OSError:
+                return None  # the gate is an optimisation; SQLite's locking still applies
+        return self._gate
+
+    def _write_transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        self._begin_immediate()
+        try:
+            result = body(self._conn)
+        except BaseException as exc:
+            rolled_back = self._rollback()
+            if isinstance(exc, SchedulerError) or not isinstance(exc, (sqlite3.Error, OSError)):
+                raise
+            state = "not_committed" if rolled_back else "unknown"
+            mapped = storage_failure(exc, phase="write", commit_state=state)
+            if mapped is None:
+                raise
+            raise mapped from (exc if mapped.__cause__ is exc else None)
+        try:
+            self._conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            self._rollback()
+            mapped = storage_failure(exc, phase="write", commit_state="unknown")
+            if mapped is None:
+                raise
+            raise mapped from (exc if mapped.__cause__ is exc else None)
+        return result
 
     def _begin_immediate(self) -> None:
         if self._conn.in_transaction and not self._rollback():

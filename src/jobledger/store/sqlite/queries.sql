@@ -86,11 +86,14 @@ WHERE occurrence_id = :occurrence_id
 -- earliest of at most three rows. lease_expires_at is NULL for every queued/retry_wait row (a
 -- table CHECK), so adding it to their ORDER BY keeps the order and lets the index supply it.
 -- Running rows are ordered by lease expiry; there are only as many as there are live claims.
+-- INDEXED BY and CROSS JOIN pin the plan: once ANALYZE statistics exist, SQLite would otherwise
+-- sort every due row or scan occurrences (measured: 0.5 ms -> 20-32 ms per claim at 100k).
 SELECT * FROM (
   SELECT * FROM (
     SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner,
            o.available_at AS due_at, o.scheduled_for
-    FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
+    FROM occurrences AS o INDEXED BY scheduler_occurrences_claim
+    CROSS JOIN jobs AS j ON j.job_id = o.job_id
     WHERE o.status = 'queued' AND o.available_at <= :now
       AND o.attempt < o.max_attempts AND j.enabled = 1
       AND (:job_kind IS NULL OR j.kind = :job_kind)
@@ -103,7 +106,8 @@ SELECT * FROM (
   SELECT * FROM (
     SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner,
            o.available_at AS due_at, o.scheduled_for
-    FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
+    FROM occurrences AS o INDEXED BY scheduler_occurrences_claim
+    CROSS JOIN jobs AS j ON j.job_id = o.job_id
     WHERE o.status = 'retry_wait' AND o.available_at <= :now
       AND o.attempt < o.max_attempts AND j.enabled = 1
       AND (:job_kind IS NULL OR j.kind = :job_kind)
@@ -116,7 +120,8 @@ SELECT * FROM (
   SELECT * FROM (
     SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner,
            o.lease_expires_at AS due_at, o.scheduled_for
-    FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
+    FROM occurrences AS o INDEXED BY scheduler_occurrences_claim
+    CROSS JOIN jobs AS j ON j.job_id = o.job_id
     WHERE o.status = 'running' AND o.lease_expires_at <= :now
       AND o.attempt < o.max_attempts AND j.enabled = 1
       AND (:job_kind IS NULL OR j.kind = :job_kind)
