@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from ..models import Event, Job, Occurrence, SchemaInfo
 
 if TYPE_CHECKING:
-    from .engine import WorkSignal
+    from .tx import WorkSignal
 
 __all__ = ["UNSET", "Outcome", "Store", "Unset"]
 

@@ -1,0 +1,78 @@
+"""The seam between store operations and storage engines.
+
+Operations (``store/operations/``) are written once against :class:`Tx`; each backend implements
+``Tx`` over its driver. Nothing here depends on a dialect.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from .. import contract
+from ..errors import InvalidArgument
+
+__all__ = ["Row", "Tx", "WorkSignal", "validate_clock_reading"]
+
+Row = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """One open transaction (or read session) on a store's database."""
+
+    def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        """Run the named query; return its first row or ``None``."""
+        ...
+
+    def all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        """Run the named query; return every row."""
+        ...
+
+    def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        """Run the named statement; return the number of rows it changed."""
+        ...
+
+    def now(self) -> int:
+        """The current instant in epoch ms, read inside this transaction."""
+        ...
+
+
+class WorkSignal:
+    """Wakes idle workers early when new work may be claimable: a latency hint, never a promise.
+
+    Every enqueue or requeue through a store bumps its signal; the PostgreSQL store also bumps it
+    when a ``NOTIFY`` from another process arrives. Correctness never depends on it: workers
+    still poll, and leases make a missed or spurious wake-up harmless.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        with self._condition:
+            return self._generation
+
+    def notify(self) -> None:
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
+
+    def wait(self, seen_generation: int, timeout_s: float) -> int:
+        """Block until the generation differs from ``seen_generation`` or ``timeout_s`` passes.
+
+        Returns the generation now current (equal to ``seen_generation`` on a timeout).
+        """
+        with self._condition:
+            self._condition.wait_for(lambda: self._generation != seen_generation, timeout_s)
+            return self._generation
+
+
+def validate_clock_reading(value: object) -> int:
+    """A clock must return a non-negative safe integer of epoch ms."""
+    try:
+        return contract.normalize_epoch_ms(value, "clock result")
+    except InvalidArgument:
+        raise InvalidArgument("clock result must be a non-negative safe-integer epoch ms") from None
