@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .clock import Clock, system_clock
+from .clock import Clock
 from .errors import InvalidArgument, RuntimeRejection
 from .handlers import Authorizer, Handler, epoch_ms_from
 from .heartbeat import HeartbeatDriver
@@ -45,7 +45,9 @@ class App:
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed
     by :meth:`close`) or an open :class:`~jobledger.Store` (left open). ``clock`` is used for
-    "now" in :meth:`enqueue`, for retry instants, and is passed to the store it opens.
+    "now" in :meth:`enqueue`, for retry instants, and is passed to the store it opens; without
+    one, "now" is the store's (on PostgreSQL, the database clock, so machines whose clocks
+    disagree still enqueue at the same instants).
     """
 
     def __init__(
@@ -59,7 +61,7 @@ class App:
         store_options: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        self.clock: Clock = clock or system_clock
+        self.clock: Clock | None = clock
         self.authorize = authorize
         self.retry_policy = retry_policy
         self._target = target
@@ -177,7 +179,8 @@ class App:
         if at is not None:
             scheduled_for = epoch_ms_from(at, "at")
         else:
-            scheduled_for = self.clock() + (0 if delay is None else duration_ms(delay, "delay"))
+            now = self.store.now() if self.clock is None else self.clock()
+            scheduled_for = now + (0 if delay is None else duration_ms(delay, "delay"))
         key = f"manual:{scheduled_for}" if trigger_key is None else trigger_key
         return self.store.enqueue_occurrence(
             job_id=job_id,

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .clock import Clock, system_clock
+from .clock import Clock
 from .contract import (
     MAX_LEASE_MS,
     is_safe_int,
@@ -138,7 +138,8 @@ class Runtime:
 
     ``authorize`` is required: pass a callable receiving an
     :class:`~jobledger.AuthorizationRequest`, or name :func:`jobledger.allow_all` explicitly.
-    ``clock`` is used for retry instants; ``heartbeat`` drives lease renewals
+    ``clock`` is used for retry instants (default: the store's :meth:`~jobledger.Store.now`,
+    which on PostgreSQL is the database clock); ``heartbeat`` drives lease renewals
     (:class:`~jobledger.heartbeat.ThreadHeartbeat` by default, ``ManualHeartbeat`` in tests);
     ``retry_policy`` / ``retry_policies`` (per kind) choose backoff delays; ``rng`` feeds jitter.
     """
@@ -152,7 +153,7 @@ class Runtime:
         owner_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
         renew_interval_ms: int | None = None,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         heartbeat: HeartbeatDriver | None = None,
         retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
         retry_policies: Mapping[str, BackoffPolicy] | None = None,
@@ -187,7 +188,7 @@ class Runtime:
             raise _rejection(
                 "SCHEDULER_RUNTIME_INVALID_TIMER", "heartbeat must have a start() method"
             )
-        if not callable(clock):
+        if clock is not None and not callable(clock):
             raise InvalidArgument("clock must be a callable returning epoch ms")
         try:
             self.owner_id = normalize_identifier(
@@ -198,7 +199,7 @@ class Runtime:
         self.store = store
         self.lease_ms: int = lease_ms
         self.renew_interval_ms: int = interval
-        self.clock = clock
+        self.clock: Clock = store.now if clock is None else clock
         self._authorize = authorize
         self._heartbeat = driver
         self._rng = rng or random.Random()

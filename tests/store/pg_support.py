@@ -14,13 +14,15 @@ import contextlib
 import os
 import queue
 import threading
+import time
 import uuid
+import warnings
 from collections.abc import Iterator
 
 import pytest
 
 ADMIN_URL = os.environ.get("JOBLEDGER_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
-CLONES_AHEAD = 2
+CLONES_AHEAD = 3
 
 
 def database_url(name: str) -> str:
@@ -36,47 +38,66 @@ def _admin_execute(statement: str) -> None:
 
 
 def _drop(name: str) -> None:
-    _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """Drop a database even if a leftover store keeps reconnecting to it (e.g. its listener)."""
+    for attempt in range(5):
+        try:
+            _admin_execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        except Exception:  # already gone (or never created): DROP … IF EXISTS decides
+            pass
+        try:
+            _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except Exception:
+            if attempt == 4:
+                raise
+            time.sleep(0.1 * (attempt + 1))
 
 
 class _CloneSupply:
-    """Clones of one template made ahead of need, and used ones dropped, on one thread."""
+    """Clones of one template made ahead of need on one thread; used ones dropped on another."""
 
     def __init__(self, template: str) -> None:
         self.template = template
         self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=CLONES_AHEAD)
-        self._used: queue.Queue[str] = queue.Queue()
+        self._used: queue.Queue[str | None] = queue.Queue()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pg-clone-supply", daemon=True)
-        self._thread.start()
+        self.failures: list[str] = []
+        self._maker = threading.Thread(target=self._make, name="pg-clone-maker", daemon=True)
+        self._dropper = threading.Thread(target=self._drop, name="pg-clone-dropper", daemon=True)
+        self._maker.start()
+        self._dropper.start()
 
-    def _clone(self) -> str:
-        name = f"jobledger_t_{uuid.uuid4().hex[:16]}"
-        _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
-        return name
-
-    def _run(self) -> None:
+    def _make(self) -> None:
         while not self._stopping.is_set():
-            with contextlib.suppress(queue.Empty):
-                while True:  # drops first: they free disk and catalog entries
-                    _drop(self._used.get_nowait())
-            if self._ready.full():
-                with contextlib.suppress(queue.Empty):
-                    _drop(self._used.get(timeout=0.05))
+            if self._used.qsize() > CLONES_AHEAD:
+                # Dropping is the slower half: don't let clones pile up faster than they go.
+                time.sleep(0.02)
                 continue
+            name: str | BaseException
             try:
-                name: str | BaseException = self._clone()
-            except BaseException as exc:  # reported to the test that takes it
+                name = f"jobledger_t_{uuid.uuid4().hex[:16]}"
+                _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            except BaseException as exc:  # handed to the test that takes it
                 name = exc
-            while not self._stopping.is_set():
+            while True:
                 try:
                     self._ready.put(name, timeout=0.05)
                     break
                 except queue.Full:
-                    continue
-            else:
-                if isinstance(name, str):
-                    _drop(name)
+                    if self._stopping.is_set():
+                        if isinstance(name, str):
+                            self._used.put(name)
+                        return
+
+    def _drop(self) -> None:
+        while True:
+            name = self._used.get()
+            if name is None:
+                return
+            try:
+                _drop(name)
+            except Exception as exc:
+                self.failures.append(f"{name}: {exc}")
 
     def take(self) -> str:
         item = self._ready.get(timeout=120)
@@ -89,16 +110,16 @@ class _CloneSupply:
 
     def close(self) -> None:
         self._stopping.set()
-        self._thread.join(30)
-        leftovers: list[str] = []
-        for source in (self._ready, self._used):
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    item = source.get_nowait()
-                    if isinstance(item, str):
-                        leftovers.append(item)
-        for name in leftovers:
-            _drop(name)
+        self._maker.join(60)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                item = self._ready.get_nowait()
+                if isinstance(item, str):
+                    self._used.put(item)
+        self._used.put(None)
+        self._dropper.join(120)
+        if self.failures:
+            warnings.warn(f"test databases left behind: {self.failures}", stacklevel=1)
 
 
 _supplies: dict[str, _CloneSupply] = {}
@@ -109,9 +130,9 @@ def postgres_template() -> Iterator[str]:
     """A database with the jobledger schema applied, used as a template for clones."""
     import jobledger
 
+    # Unique per fixture instance: conftests that import this fixture each get their own copy.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = f"jobledger_tpl_{worker}_{os.getpid()}"
-    _drop(name)
+    name = f"jobledger_tpl_{worker}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     _admin_execute(f'CREATE DATABASE "{name}"')
     store = jobledger.open_store(database_url(name), clock=lambda: 1_700_000_000_000, listen=False)
     store.close()

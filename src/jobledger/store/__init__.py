@@ -30,7 +30,8 @@ def open_store(
     ``postgresql://`` URL. ``clock`` returns epoch ms (default: the system clock; on PostgreSQL,
     the database clock). ``migrate=False`` refuses a database at an older schema version with
     ``SCHEDULER_MIGRATION_REQUIRED`` instead of upgrading it. Keyword options a PostgreSQL
-    store accepts (``schema``, ``pool_size``, ``listen``, ...) are passed through.
+    store accepts (``schema``, ``pool_min_size``, ``pool_max_size``, ``pool_timeout``, ``listen``,
+    ``connect_timeout``, ``prepare_threshold``) are passed through.
     """
     if isinstance(target, str) and target.startswith(_POSTGRES_PREFIXES):
         from .postgres import PostgresStore

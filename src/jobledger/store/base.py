@@ -66,6 +66,12 @@ class Store(Protocol):
         """Bumped when work may have become claimable: a latency hint for idle workers."""
         ...
 
+    def now(self) -> int:
+        """The store's current instant in epoch ms: its injected clock, or — on PostgreSQL
+        without one — the database clock. Use it to compute instants that the store will
+        compare with lease expiries and due times, so every machine agrees on "now"."""
+        ...
+
     # -- jobs -----------------------------------------------------------------------------
 
     def create_job(

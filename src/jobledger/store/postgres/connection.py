@@ -1,0 +1,354 @@
+"""PostgreSQL connection discipline: the pool, one transaction per operation, and error mapping.
+
+This module is the single boundary where psycopg exceptions become jobledger errors
+(:func:`storage_failure`). Every operation runs in its own transaction on a pooled connection:
+
+* The transaction opens with one round trip that sends ``BEGIN``, ``SET LOCAL search_path`` and
+  reads the database clock, so nothing depends on session state (PgBouncer's transaction mode
+  hands each transaction to whichever server connection is free).
+* Writes run in READ COMMITTED: claims lock their candidate row (``FOR UPDATE SKIP LOCKED``) and
+  every state change is a guarded ``UPDATE … WHERE <expected state>``, so a concurrent writer
+  can only make a guard miss, never corrupt a row.
+* A serialization failure, deadlock or unique-key race aborts the transaction; because the
+  whole body runs inside it, running the body again from the start is safe, and it is retried a
+  few times before ``SCHEDULER_STORAGE_UNAVAILABLE`` (retryable) is raised.
+* A lost connection rolls back on the server. Before ``COMMIT`` is sent the failure is reported
+  as ``commitState: "not_committed"``; during ``COMMIT`` as ``"unknown"``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg import pq
+from psycopg.rows import DictRow, dict_row
+
+from ...errors import DataCorrupt, InvalidArgument, SchedulerError, StorageUnavailable, StoreClosed
+
+__all__ = [
+    "PgConnection",
+    "PostgresPool",
+    "redact_url",
+    "storage_failure",
+    "validate_schema_name",
+]
+
+T = TypeVar("T")
+PgConnection = psycopg.Connection[DictRow]
+
+# The body of a write is run at most this many times when the server aborts it for a
+# serialization failure, a deadlock or a unique-key race with a concurrent transaction.
+TRANSACTION_ATTEMPTS = 4
+_CONFLICT_STATES = frozenset({"40001", "40P01", "23505"})
+# Failures that waiting and retrying will not cure: disk full, out of memory, I/O error, data
+# corruption, a read-only server (a standby), missing privileges.
+_PERMANENT_STATES = frozenset({"53100", "53200", "58030", "XX001", "XX002", "25006", "42501"})
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+_RESERVED = frozenset(
+    {"all", "and", "any", "array", "as", "asc", "both", "case", "cast", "check", "collate",
+     "column", "constraint", "create", "default", "desc", "distinct", "do", "else", "end",
+     "except", "false", "for", "foreign", "from", "grant", "group", "having", "in", "into",
+     "leading", "limit", "not", "null", "offset", "on", "only", "or", "order", "primary",
+     "references", "select", "some", "table", "then", "to", "trailing", "true", "union",
+     "unique", "user", "using", "when", "where", "with", "pg_catalog", "information_schema",
+     "public"}
+)  # fmt: skip
+_CLOCK_SQL = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms"
+
+
+def validate_schema_name(schema: object) -> str:
+    """A plain lower-case identifier (≤48 characters, so the NOTIFY channel name fits in 63).
+
+    ``public`` and the system schemas are refused: jobledger verifies that its schema holds
+    nothing but its own tables, which a shared schema never does.
+    """
+    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema) or schema in _RESERVED:
+        raise InvalidArgument(
+            "schema must be a plain lower-case identifier (letters, digits, _; at most 48 "
+            "characters; not a reserved word or a system schema)"
+        )
+    if schema.startswith("pg_"):
+        raise InvalidArgument("schema must not start with pg_ (reserved for the system)")
+    return schema
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (user info and ``password=`` parameters)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "postgresql://***"
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        authority = f"{user}:***@{hosts}" if colon else f"{user}@{hosts}"
+    tail = re.sub(r"(?i)(^|[?&])(password)=[^&]*", r"\1\2=***", tail)
+    return f"{scheme}://{authority}{slash}{tail}"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A transient conflict with another transaction: the body may be run again."""
+    return _sqlstate(exc) in _CONFLICT_STATES
+
+
+def _connection_lost(exc: BaseException, conn: PgConnection | None) -> bool:
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return False
+    state = _sqlstate(exc)
+    if state is not None and (state.startswith("08") or state in ("57P01", "57P02", "57P03")):
+        return True
+    if conn is not None and (conn.closed or conn.pgconn.status == pq.ConnStatus.BAD):
+        return True
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and state is None
+
+
+def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> SchedulerError | None:
+    """Translate a psycopg failure into a jobledger error, or ``None`` if it is not one.
+
+    ``details`` carries ``phase`` (open/read/write), ``storageCode`` (the SQLSTATE, or the
+    exception class when the connection failed without one), ``commitState`` and ``retryable``.
+    Server messages are not copied into the jobledger message; the psycopg exception is kept
+    as ``__cause__`` (it never contains the connection password).
+    """
+    if not isinstance(exc, psycopg.Error):
+        return None
+    state = _sqlstate(exc)
+    code = state or type(exc).__name__
+    error: SchedulerError
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        error = StorageUnavailable(
+            "No PostgreSQL connection became free in time; raise pool_max_size or pool_timeout",
+            details=_details(phase, "POOL_TIMEOUT", commit_state, retryable=True),
+        )
+    elif is_conflict(exc):
+        error = StorageUnavailable(
+            "PostgreSQL kept aborting the transaction for conflicts with concurrent writers",
+            details=_details(phase, code, commit_state, retryable=True),
+        )
+    elif (
+        isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        or state in _PERMANENT_STATES
+    ):
+        retryable = state not in _PERMANENT_STATES
+        error = StorageUnavailable(
+            "Scheduler storage is unavailable (PostgreSQL connection lost or server refused)"
+            if retryable
+            else "Scheduler storage is unavailable (PostgreSQL cannot store the change)",
+            details=_details(phase, code, commit_state, retryable=retryable),
+        )
+    elif isinstance(exc, psycopg.DatabaseError):
+        error = DataCorrupt(
+            "PostgreSQL rejected the operation; the schema or its contents are not what "
+            "jobledger wrote",
+            details={"phase": phase, "storageCode": code, "commitState": commit_state},
+        )
+    else:
+        error = StorageUnavailable(
+            "Scheduler storage is unavailable",
+            details=_details(phase, code, commit_state, retryable=False),
+        )
+    error.__cause__ = exc
+    return error
+
+
+def _details(phase: str, code: str, commit_state: str, *, retryable: bool) -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "storageCode": code,
+        "commitState": commit_state,
+        "retryable": retryable,
+    }
+
+
+class _Retry(Exception):
+    def __init__(self, cause: psycopg.Error, *, stale: bool) -> None:
+        super().__init__("retry")
+        self.cause = cause
+        self.stale = stale
+
+
+def connection_kwargs(*, connect_timeout: int, prepare_threshold: int | None) -> dict[str, Any]:
+    return {
+        "autocommit": True,  # transactions are explicit: BEGIN … COMMIT sent by PostgresPool
+        "row_factory": dict_row,
+        "connect_timeout": connect_timeout,
+        "prepare_threshold": prepare_threshold,
+        "application_name": "jobledger",
+    }
+
+
+# No user code ever runs inside a jobledger transaction, so one that sits idle this long belongs
+# to a frozen or partitioned client; the server ends it and releases its row locks.
+IDLE_IN_TRANSACTION_TIMEOUT = "60s"
+
+
+def begin_sql(schema: str, *, read_only: bool) -> str:
+    """One round trip: open the transaction, scope its settings to it, read the database clock."""
+    mode = "ISOLATION LEVEL REPEATABLE READ, READ ONLY" if read_only else "READ WRITE"
+    return (
+        f"BEGIN {mode}; SET LOCAL search_path TO {schema}; "
+        f"SET LOCAL idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'; "
+        f"SELECT {_CLOCK_SQL}"
+    )
+
+
+def execute_begin(conn: PgConnection, sql: str) -> int:
+    cursor = conn.execute(sql)
+    while cursor.nextset():
+        pass
+    row = cursor.fetchone()
+    assert row is not None
+    return int(row["now_ms"])
+
+
+def rollback_quietly(conn: PgConnection) -> bool:
+    """Roll back; True when the connection is verifiably idle (outside a transaction) after."""
+    try:
+        if conn.closed or conn.pgconn.status == pq.ConnStatus.BAD:
+            return False
+        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except psycopg.Error:
+        return False
+    return conn.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+class PostgresPool:
+    """A psycopg connection pool that runs one function per transaction.
+
+    ``transaction(body)`` calls ``body(conn, db_now_ms)`` inside an open transaction and returns
+    ``(result, notify)`` from it: when ``notify`` is true, ``NOTIFY <channel>`` is sent with the
+    ``COMMIT`` so listeners wake only for work that actually committed.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str,
+        channel: str,
+        min_size: int,
+        max_size: int,
+        pool_timeout: float,
+        connect_timeout: int,
+        prepare_threshold: int | None,
+    ) -> None:
+        self.schema = schema
+        self.channel = channel
+        self._pool_timeout = pool_timeout
+        self._closed = False
+        self._lock = threading.Lock()
+        self._begin_write = begin_sql(schema, read_only=False)
+        self._begin_read = begin_sql(schema, read_only=True)
+        self._pool: psycopg_pool.ConnectionPool[PgConnection] = psycopg_pool.ConnectionPool(
+            conninfo,
+            connection_class=psycopg.Connection[DictRow],
+            kwargs=connection_kwargs(
+                connect_timeout=connect_timeout, prepare_threshold=prepare_threshold
+            ),
+            min_size=min_size,
+            max_size=max_size,
+            timeout=pool_timeout,
+            name=f"jobledger-{schema}",
+            open=False,
+        )
+        self._pool.open(wait=True, timeout=max(float(connect_timeout), 1.0))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def assert_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("Scheduler store is closed")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close(timeout=5.0)
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._pool.get_stats())
+
+    def transaction(
+        self, body: Callable[[PgConnection, int], tuple[T, bool]], *, read_only: bool = False
+    ) -> T:
+        """Run ``body`` in one transaction, retrying it whole after a transient conflict."""
+        phase = "read" if read_only else "write"
+        stale_retries = 0
+        attempt = 0
+        while True:
+            self.assert_open()
+            attempt += 1
+            try:
+                return self._attempt(body, read_only=read_only, phase=phase)
+            except _Retry as retry:
+                if retry.stale:
+                    # An idle pooled connection had died (server restart, idle timeout,
+                    # pg_terminate_backend): nothing ran on it, so take a fresh one.
+                    stale_retries += 1
+                    attempt -= 1
+                    self._pool.check()
+                    if stale_retries <= 2:
+                        continue
+                elif attempt < TRANSACTION_ATTEMPTS:
+                    time.sleep(random.uniform(0.001, 0.005) * attempt)
+                    continue
+                mapped = storage_failure(retry.cause, phase=phase, commit_state="not_committed")
+                assert mapped is not None
+                raise mapped from retry.cause
+
+    def _attempt(
+        self,
+        body: Callable[[PgConnection, int], tuple[T, bool]],
+        *,
+        read_only: bool,
+        phase: str,
+    ) -> T:
+        stage = "connect"
+        conn: PgConnection | None = None
+        try:
+            with self._pool.connection(timeout=self._pool_timeout) as conn:
+                stage = "begin"
+                now_ms = execute_begin(conn, self._begin_read if read_only else self._begin_write)
+                stage = "body"
+                try:
+                    result, notify = body(conn, now_ms)
+                except BaseException:
+                    rollback_quietly(conn)
+                    raise
+                stage = "commit"
+                conn.execute(f"NOTIFY {self.channel}; COMMIT" if notify else "COMMIT")
+                return result
+        except SchedulerError:
+            raise
+        except psycopg.Error as exc:
+            if self._closed:  # closed by another thread while this call waited or ran
+                raise StoreClosed("Scheduler store is closed") from exc
+            if conn is not None and stage != "body":
+                rollback_quietly(conn)
+            lost = _connection_lost(exc, conn)
+            if stage == "begin" and lost:
+                raise _Retry(exc, stale=True) from exc
+            if stage in ("body", "begin") and is_conflict(exc):
+                raise _Retry(exc, stale=False) from exc
+            # Only a connection lost while COMMIT was in flight leaves the outcome unknown; a
+            # server that answered with an error, or a failure before COMMIT, rolled it back.
+            commit_state = "unknown" if stage == "commit" and lost else "not_committed"
+            mapped = storage_failure(exc, phase=phase, commit_state=commit_state)
+            assert mapped is not None
+            raise mapped from exc

@@ -1,0 +1,107 @@
+"""LISTEN/NOTIFY: wake this process's idle workers when another process enqueues work.
+
+A notification is only a latency hint. Workers still poll and leases still expire, so a
+notification lost while the listener reconnects costs at most one poll interval; after every
+(re)connection the listener bumps the signal once anyway, in case work arrived meanwhile.
+
+The listener holds one dedicated connection (``LISTEN`` needs a session, so it cannot go
+through PgBouncer's transaction mode — open the store with ``listen=False`` there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import threading
+
+import psycopg
+
+from ..engine import WorkSignal
+
+__all__ = ["NotificationListener"]
+
+INITIAL_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 5.0
+# How long the connection may stay silent before a SELECT 1 checks it is still alive.
+KEEPALIVE_S = 10.0
+
+
+class NotificationListener:
+    """A daemon thread that ``LISTEN``s on ``channel`` and bumps ``signal`` per notification."""
+
+    def __init__(
+        self, conninfo: str, *, channel: str, signal: WorkSignal, connect_timeout: int
+    ) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._signal = signal
+        self._connect_timeout = connect_timeout
+        self._stopping = threading.Event()
+        self._wake_read, self._wake_write = os.pipe()
+        self.connected = threading.Event()
+        self.connections = 0  # how many times a LISTEN connection was established
+        self.backend_pid: int | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"jobledger-listen-{channel}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"x")
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        for descriptor in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until stopped; True when stopping."""
+        with contextlib.suppress(OSError, ValueError):
+            select.select([self._wake_read], [], [], seconds)
+        return self._stopping.is_set()
+
+    def _run(self) -> None:
+        backoff = INITIAL_BACKOFF_S
+        while not self._stopping.is_set():
+            conn: psycopg.Connection[tuple[object, ...]] | None = None
+            try:
+                conn = psycopg.connect(
+                    self._conninfo,
+                    autocommit=True,
+                    connect_timeout=self._connect_timeout,
+                    application_name="jobledger-listener",
+                )
+                conn.execute(f"LISTEN {self._channel}")
+                self.backend_pid = conn.info.backend_pid
+                self.connections += 1
+                self.connected.set()
+                backoff = INITIAL_BACKOFF_S
+                self._signal.notify()  # work may have been enqueued while nobody listened
+                self._pump(conn)
+            except (psycopg.Error, OSError):
+                pass  # reconnect below; the worker's polling covers the gap
+            finally:
+                self.connected.clear()
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error, OSError):
+                        conn.close()
+            if self._sleep(backoff):
+                return
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _pump(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        while not self._stopping.is_set():
+            ready, _, _ = select.select([conn.fileno(), self._wake_read], [], [], KEEPALIVE_S)
+            if self._wake_read in ready:
+                return
+            if not ready:
+                conn.execute("SELECT 1")  # raises if the server went away silently
+            for _notification in conn.notifies(timeout=0.0):
+                self._signal.notify()

@@ -1,0 +1,413 @@
+"""PostgreSQL schema: the migration ladder, verification on every open, and forward upgrades.
+
+The same versions as the SQLite store (1 = the reference kernel's tables, 2 = requeues), each a
+checksummed DDL file in ``migrations/``, recorded in the ``migrations`` table of the store's own
+schema (default ``jobledger``). Every open verifies, before anything is written:
+
+1. the migration history is a known prefix of :data:`MIGRATIONS` (names and checksums);
+2. the schema holds exactly that version's tables, with the expected columns;
+3. a fingerprint of the catalog — every relation, column type/nullability/default/identity,
+   constraint definition, index definition, trigger, rule, policy, function and type in the
+   schema — equals the constant recorded for that version.
+
+A mismatch refuses the schema (``SCHEDULER_SCHEMA_UNKNOWN`` for a history or table set jobledger
+does not know, ``SCHEDULER_SCHEMA_CORRUPT`` for a damaged one) without modifying it. Creating or
+upgrading takes a transaction-scoped advisory lock, re-inspects, applies the DDL and verifies the
+result *before* committing: PostgreSQL DDL is transactional, so a failed upgrade leaves nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import MigrationRequired, SchemaCorrupt, SchemaUnknown
+from ...models import MigrationRecord, SchemaInfo
+from .connection import PgConnection, begin_sql, execute_begin, rollback_quietly
+
+__all__ = [
+    "APPLICATION_ID",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "catalog_fingerprint",
+    "ensure_schema",
+    "read_schema_info",
+]
+
+APPLICATION_ID = 0x4343534B  # "CCSK", the same identity the SQLite store records
+_MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+
+
+def _ddl(file_name: str) -> str:
+    return (_MIGRATIONS_DIR / file_name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    ddl: str
+    fingerprint: str  # of the catalog after applying every migration up to this one
+    tables: tuple[str, ...]
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.ddl.strip().replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+# (column, information_schema data_type, nullable) per table, in column order.
+_T, _B, _I, _S = "text", "bigint", "integer", "smallint"
+_V1_COLUMNS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "migrations": (
+        ("version", _I, False),
+        ("name", _T, False),
+        ("checksum", _T, False),
+        ("applied_at", _B, False),
+    ),
+    "jobs": (
+        ("job_id", _T, False),
+        ("kind", _T, False),
+        ("trigger_json", _T, False),
+        ("payload_json", _T, False),
+        ("authority_json", _T, False),
+        ("enabled", _S, False),
+        ("revision", _B, False),
+        ("max_attempts", _I, False),
+        ("created_at", _B, False),
+        ("updated_at", _B, False),
+    ),
+    "occurrences": (
+        ("occurrence_id", _T, False),
+        ("job_id", _T, False),
+        ("job_revision", _B, False),
+        ("idempotency_key", _T, False),
+        ("trigger_key", _T, False),
+        ("scheduled_for", _B, False),
+        ("available_at", _B, False),
+        ("status", _T, False),
+        ("attempt", _I, False),
+        ("max_attempts", _I, False),
+        ("fence", _B, False),
+        ("lease_owner", _T, True),
+        ("lease_expires_at", _B, True),
+        ("authority_json", _T, False),
+        ("payload_json", _T, False),
+        ("last_error_json", _T, True),
+        ("result_json", _T, True),
+        ("created_at", _B, False),
+        ("updated_at", _B, False),
+        ("settled_at", _B, True),
+    ),
+    "events": (
+        ("event_id", _B, False),
+        ("job_id", _T, False),
+        ("occurrence_id", _T, True),
+        ("event_type", _T, False),
+        ("occurred_at", _B, False),
+        ("owner_id", _T, True),
+        ("fence", _B, True),
+        ("data_json", _T, False),
+    ),
+}
+_V2_COLUMNS = {
+    **_V1_COLUMNS,
+    "jobledger_requeues": (
+        ("requeue_id", _B, False),
+        ("occurrence_id", _T, False),
+        ("job_id", _T, False),
+        ("expected_fence", _B, False),
+        ("attempt", _I, False),
+        ("previous_max_attempts", _I, False),
+        ("max_attempts", _I, False),
+        ("previous_error_json", _T, True),
+        ("reason", _T, False),
+        ("actor", _T, False),
+        ("requested_at", _B, False),
+    ),
+}
+_COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS}
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="scheduler-kernel-v1",
+        ddl=_ddl("0001_scheduler-kernel-v1.sql"),
+        fingerprint="294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
+        tables=("events", "jobs", "migrations", "occurrences"),
+    ),
+    Migration(
+        version=2,
+        name="jobledger-requeue-v2",
+        ddl=_ddl("0002_jobledger-requeue-v2.sql"),
+        fingerprint="fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
+        tables=("events", "jobledger_requeues", "jobs", "migrations", "occurrences"),
+    ),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+# -- reading the catalog ----------------------------------------------------------------------
+
+_RELATIONS = """
+SELECT c.relname AS name, c.relkind::text AS kind, c.relrowsecurity AS rls,
+       c.relpersistence::text AS persistence
+FROM pg_class c WHERE c.relnamespace = %(nsp)s::regnamespace ORDER BY c.relname
+"""
+_COLUMNS_SQL = """
+SELECT c.relname AS rel, a.attnum AS num, a.attname AS name,
+       format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull,
+       a.attidentity::text AS identity, a.attgenerated::text AS generated,
+       pg_get_expr(d.adbin, d.adrelid) AS default_expr,
+       (SELECT collname FROM pg_collation WHERE oid = a.attcollation) AS collation
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE c.relnamespace = %(nsp)s::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY c.relname, a.attnum
+"""
+_CONSTRAINTS = """
+SELECT c.relname AS rel, k.conname AS name, k.contype::text AS type,
+       pg_get_constraintdef(k.oid) AS definition, k.condeferrable AS deferrable,
+       k.convalidated AS validated
+FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+WHERE c.relnamespace = %(nsp)s::regnamespace ORDER BY c.relname, k.conname
+"""
+_INDEXES = """
+SELECT indexname AS name, tablename AS rel, indexdef AS definition
+FROM pg_indexes WHERE schemaname = %(nsp)s ORDER BY indexname
+"""
+_TRIGGERS = """
+SELECT c.relname AS rel, t.tgname AS name, pg_get_triggerdef(t.oid) AS definition,
+       t.tgenabled::text AS enabled
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+WHERE c.relnamespace = %(nsp)s::regnamespace AND NOT t.tgisinternal
+ORDER BY c.relname, t.tgname
+"""
+_RULES = """
+SELECT tablename AS rel, rulename AS name, definition FROM pg_rules
+WHERE schemaname = %(nsp)s ORDER BY tablename, rulename
+"""
+_POLICIES = """
+SELECT tablename AS rel, policyname AS name, cmd, qual, with_check FROM pg_policies
+WHERE schemaname = %(nsp)s ORDER BY tablename, policyname
+"""
+_FUNCTIONS = """
+SELECT p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args
+FROM pg_proc p WHERE p.pronamespace = %(nsp)s::regnamespace ORDER BY 1, 2
+"""
+_TYPES = """
+SELECT t.typname AS name, t.typtype::text AS type FROM pg_type t
+WHERE t.typnamespace = %(nsp)s::regnamespace ORDER BY t.typname
+"""
+
+
+def _unqualify(text: Any, schema: str) -> Any:
+    """Drop this schema's qualifier from catalog text, so a fingerprint is schema-independent."""
+    if not isinstance(text, str):
+        return text
+    for prefix in (f'"{schema}".', f"{schema}."):
+        for context in (" ON ", "REFERENCES ", " FROM ", "'"):
+            text = text.replace(context + prefix, context)
+    return text
+
+
+def _rows(conn: PgConnection, sql: str, schema: str) -> list[dict[str, Any]]:
+    return [
+        {key: _unqualify(value, schema) for key, value in row.items()}
+        for row in conn.execute(sql, {"nsp": schema}).fetchall()
+    ]
+
+
+def catalog(conn: PgConnection, schema: str) -> dict[str, list[dict[str, Any]]]:
+    """Every catalog fact about ``schema`` that the fingerprint covers."""
+    return {
+        "relations": _rows(conn, _RELATIONS, schema),
+        "columns": _rows(conn, _COLUMNS_SQL, schema),
+        "constraints": _rows(conn, _CONSTRAINTS, schema),
+        "indexes": _rows(conn, _INDEXES, schema),
+        "triggers": _rows(conn, _TRIGGERS, schema),
+        "rules": _rows(conn, _RULES, schema),
+        "policies": _rows(conn, _POLICIES, schema),
+        "functions": _rows(conn, _FUNCTIONS, schema),
+        "types": _rows(conn, _TYPES, schema),
+    }
+
+
+def catalog_fingerprint(conn: PgConnection, schema: str) -> str:
+    """SHA-256 of the schema's normalized catalog (see :func:`catalog`)."""
+    text = json.dumps(catalog(conn, schema), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _schema_exists(conn: PgConnection, schema: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 AS present FROM pg_namespace WHERE nspname = %(nsp)s", {"nsp": schema}
+    ).fetchone()
+    return row is not None
+
+
+def _tables(conn: PgConnection, schema: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = %(nsp)s::regnamespace "
+        "AND relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY relname",
+        {"nsp": schema},
+    ).fetchall()
+    return [str(row["relname"]) for row in rows]
+
+
+def _history(conn: PgConnection) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT version, name, checksum FROM migrations ORDER BY version"
+    ).fetchall()
+    return [dict(row) for row in rows]
+
+
+def _known_version(history: list[dict[str, Any]]) -> int:
+    """The version a migration history stands for, or refuse an unknown history."""
+    expected = [{"version": m.version, "name": m.name, "checksum": m.checksum} for m in MIGRATIONS]
+    if not history or history != expected[: len(history)]:
+        newer = any(
+            isinstance(row.get("version"), int) and row["version"] > LATEST_VERSION
+            for row in history
+        )
+        raise SchemaUnknown(
+            "Scheduler schema is newer than this jobledger; upgrade jobledger"
+            if newer
+            else "Scheduler migration history is unknown",
+            details={"migrations": history},
+        )
+    return len(history)
+
+
+def _current_version(conn: PgConnection, schema: str) -> int | None:
+    """``None`` for an absent or empty schema; else the verified-as-known history's version."""
+    if not _schema_exists(conn, schema):
+        return None
+    tables = _tables(conn, schema)
+    if not tables and not _rows(conn, _RELATIONS, schema) and not _rows(conn, _TYPES, schema):
+        return None
+    if "migrations" not in tables:
+        raise SchemaUnknown(
+            "Refusing a non-empty schema without jobledger migration history",
+            details={"schema": schema, "tables": tables},
+        )
+    try:
+        history = _history(conn)
+    except Exception as exc:
+        raise SchemaCorrupt("Scheduler migration history could not be read") from exc
+    return _known_version(history)
+
+
+def _verify(conn: PgConnection, schema: str, version: int) -> None:
+    migration = MIGRATIONS[version - 1]
+    tables = _tables(conn, schema)
+    if tables != list(migration.tables):
+        raise SchemaUnknown(
+            "Scheduler schema has unknown or missing tables",
+            details={"expected": list(migration.tables), "actual": tables},
+        )
+    rows = conn.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+        "WHERE table_schema = %(nsp)s ORDER BY table_name, ordinal_position",
+        {"nsp": schema},
+    ).fetchall()
+    for table, columns in _COLUMNS[version].items():
+        actual = [
+            [r["column_name"], r["data_type"], r["is_nullable"] == "YES"]
+            for r in rows
+            if r["table_name"] == table
+        ]
+        expected = [list(column) for column in columns]
+        if actual != expected:
+            raise SchemaCorrupt(
+                f"Scheduler table shape is invalid: {table}",
+                details={"expected": expected, "actual": actual},
+            )
+    fingerprint = catalog_fingerprint(conn, schema)
+    if fingerprint != migration.fingerprint:
+        raise SchemaCorrupt(
+            f"Scheduler schema catalog does not match v{version} (an index, constraint, "
+            "trigger or other object was changed, added or dropped)",
+            details={"expected": migration.fingerprint, "actual": fingerprint},
+        )
+
+
+def _lock_key(schema: str) -> int:
+    digest = hashlib.sha256(f"jobledger.schema:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def ensure_schema(conn: PgConnection, *, schema: str, clock: Any, migrate: bool) -> int:
+    """Create, verify or upgrade ``schema`` on ``conn`` (autocommit); return its version.
+
+    ``clock`` is the injected clock or ``None`` (then ``applied_at`` is the database's time).
+    """
+    try:
+        execute_begin(conn, begin_sql(schema, read_only=True))
+        version = _current_version(conn, schema)
+        if version == LATEST_VERSION:
+            _verify(conn, schema, version)
+            return version
+        if version is not None:
+            _verify(conn, schema, version)
+            if not migrate:
+                raise MigrationRequired(
+                    f"Scheduler schema {schema!r} is at v{version}; this jobledger needs "
+                    f"v{LATEST_VERSION}. Open it with migrate=True (the default) to upgrade.",
+                    details={"schemaVersion": version, "requiredVersion": LATEST_VERSION},
+                )
+    finally:
+        rollback_quietly(conn)
+    return _migrate(conn, schema=schema, clock=clock)
+
+
+def _migrate(conn: PgConnection, *, schema: str, clock: Any) -> int:
+    try:
+        db_now = execute_begin(conn, begin_sql(schema, read_only=False))
+        # Two processes opening a fresh or old schema at once: the second waits here, then
+        # finds the work done.
+        conn.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _lock_key(schema)})
+        version = _current_version(conn, schema)
+        if version is not None:
+            _verify(conn, schema, version)
+        if version != LATEST_VERSION:
+            if version is None and not _schema_exists(conn, schema):
+                conn.execute(f"CREATE SCHEMA {schema}")
+            now = db_now if clock is None else clock()
+            for migration in MIGRATIONS[(version or 0) :]:
+                conn.execute(migration.ddl)
+                conn.execute(
+                    "INSERT INTO migrations (version, name, checksum, applied_at) "
+                    "VALUES (%(version)s, %(name)s, %(checksum)s, %(now)s)",
+                    {
+                        "version": migration.version,
+                        "name": migration.name,
+                        "checksum": migration.checksum,
+                        "now": now,
+                    },
+                )
+            _verify(conn, schema, LATEST_VERSION)
+        conn.execute("COMMIT")
+    finally:
+        rollback_quietly(conn)
+    return LATEST_VERSION
+
+
+def read_schema_info(conn: PgConnection) -> SchemaInfo:
+    rows = conn.execute(
+        "SELECT version, name, checksum, applied_at FROM migrations ORDER BY version"
+    ).fetchall()
+    records = tuple(
+        MigrationRecord(int(r["version"]), r["name"], r["checksum"], int(r["applied_at"]))
+        for r in rows
+    )
+    return SchemaInfo(
+        application_id=APPLICATION_ID,
+        schema_version=records[-1].version,
+        migration=records[-1],
+        migrations=records,
+    )

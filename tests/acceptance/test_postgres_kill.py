@@ -1,0 +1,162 @@
+"""Three Worker processes on one PostgreSQL database; one is SIGKILLed mid-drain.
+
+The killed worker cannot release its leases. They expire (2 s leases, measured by the database
+clock) and the surviving workers reclaim those occurrences (``occurrence_reclaimed``, attempt
+2, a higher fence). In the end every occurrence has succeeded exactly once and the killed
+worker's unfinished claims were finished by someone else.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import jobledger
+from tests.store.pg_support import postgres_database_url, postgres_template
+
+__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
+
+WORKER = Path(__file__).with_name("pg_kill_worker.py")
+OCCURRENCES = 400
+AUTHORITY = {"principal": {"type": "user", "id": "acceptance"}}
+
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.postgres,
+    pytest.mark.xdist_group("acceptance"),
+]
+
+
+def _scalar(conn: psycopg.Connection, sql: str, *params: object) -> int:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _wait(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_url, tmp_path):
+    url = postgres_database_url
+    with jobledger.open_store(url, listen=False) as store:
+        store.create_job(id="sleepy", kind="sleepy", authority=AUTHORITY, max_attempts=3)
+        for index in range(OCCURRENCES):
+            store.enqueue_occurrence(job_id="sleepy", scheduled_for=index, trigger_key=f"t{index}")
+
+    owners = ["victim", "survivor-1", "survivor-2"]
+    ready = [tmp_path / f"{owner}.ready" for owner in owners]
+    processes = {
+        owner: subprocess.Popen(
+            [sys.executable, str(WORKER), url, owner, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for owner, path in zip(owners, ready, strict=True)
+    }
+    conn = psycopg.connect(url, autocommit=True)
+    try:
+        _wait(lambda: all(p.exists() for p in ready), 60, "workers to start")
+        victim_busy = (
+            "SELECT count(*) FROM jobledger.occurrences "
+            "WHERE status = 'running' AND lease_owner = 'victim'"
+        )
+        # Let the victim get going, then kill it while it holds at least one lease.
+        _wait(
+            lambda: (
+                _scalar(
+                    conn,
+                    "SELECT count(*) FROM jobledger.events "
+                    "WHERE event_type = 'occurrence_succeeded' AND owner_id = 'victim'",
+                )
+                >= 10
+            ),
+            60,
+            "the victim to settle some work",
+        )
+        _wait(lambda: _scalar(conn, victim_busy) > 0, 30, "the victim to hold a lease")
+        processes["victim"].send_signal(signal.SIGKILL)
+        processes["victim"].wait(10)
+        orphaned = [
+            row[0]
+            for row in conn.execute(
+                "SELECT occurrence_id FROM jobledger.occurrences "
+                "WHERE status = 'running' AND lease_owner = 'victim'"
+            ).fetchall()
+        ]
+        assert orphaned, "the victim died without holding a lease; nothing to reclaim"
+
+        _wait(
+            lambda: (
+                _scalar(
+                    conn, "SELECT count(*) FROM jobledger.occurrences WHERE status = 'succeeded'"
+                )
+                == OCCURRENCES
+            ),
+            90,
+            "every occurrence to succeed",
+        )
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        outputs = {}
+        for owner, process in processes.items():
+            try:
+                outputs[owner] = process.communicate(timeout=20)[0].decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                process.kill()
+                outputs[owner] = process.communicate()[0].decode(errors="replace")
+
+    assert processes["victim"].returncode == -signal.SIGKILL
+    for owner in owners[1:]:
+        assert processes[owner].returncode == 0, outputs[owner]
+
+    with conn:
+        statuses = conn.execute(
+            "SELECT status, count(*) FROM jobledger.occurrences GROUP BY status"
+        ).fetchall()
+        assert statuses == [("succeeded", OCCURRENCES)]
+        # Exactly one success per occurrence, whoever ran it.
+        assert conn.execute(
+            "SELECT count(*), count(DISTINCT occurrence_id) FROM jobledger.events "
+            "WHERE event_type = 'occurrence_succeeded'"
+        ).fetchone() == (OCCURRENCES, OCCURRENCES)
+        # Every lease the victim held when it died was taken over by a survivor.
+        reclaims = conn.execute(
+            "SELECT occurrence_id, owner_id, fence, data_json::json ->> 'previousOwner' "
+            "FROM jobledger.events WHERE event_type = 'occurrence_reclaimed'"
+        ).fetchall()
+        reclaimed = {row[0]: row for row in reclaims}
+        assert set(orphaned) <= set(reclaimed)
+        for occurrence_id in orphaned:
+            _, new_owner, fence, previous = reclaimed[occurrence_id]
+            assert previous == "victim" and new_owner in owners[1:] and fence >= 2
+            finished = conn.execute(
+                "SELECT owner_id, result_json::json ->> 'by', attempt FROM jobledger.events e "
+                "JOIN jobledger.occurrences o USING (occurrence_id) "
+                "WHERE e.event_type = 'occurrence_succeeded' AND e.occurrence_id = %s",
+                (occurrence_id,),
+            ).fetchone()
+            assert finished[0] == finished[1] and finished[0] in owners[1:]
+            assert finished[2] >= 2
+        # The victim never settled anything after it was killed: its successes all hold fence 1
+        # and none of them is for an orphaned occurrence.
+        victim_settled = {
+            row[0]
+            for row in conn.execute(
+                "SELECT occurrence_id FROM jobledger.events "
+                "WHERE event_type = 'occurrence_succeeded' AND owner_id = 'victim'"
+            ).fetchall()
+        }
+        assert victim_settled.isdisjoint(orphaned)
+    conn.close()

@@ -1,0 +1,280 @@
+"""Lost connections, conflicts and storage failures map to coded errors and leave no half-write."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from jobledger.errors import StorageUnavailable
+from jobledger.store.postgres import connection as pg_connection
+from jobledger.store.postgres import store as pg_store
+from tests.store.helpers import raises_code
+
+AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
+
+
+def _kill_store_connections(admin) -> int:
+    row = admin.execute(
+        "SELECT count(pg_terminate_backend(pid, 5000)) AS n FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchone()
+    return int(row["n"])
+
+
+@pytest.fixture
+def kill_after(monkeypatch, admin):
+    """Terminate the store's backend right after the named query ran inside the transaction."""
+
+    def arm(query_name: str) -> None:
+        original = pg_store._PostgresTx._execute
+
+        def execute(self, query, params):
+            cursor = original(self, query, params)
+            if query == query_name:
+                pid = self._conn.info.backend_pid
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            return cursor
+
+        monkeypatch.setattr(pg_store._PostgresTx, "_execute", execute)
+
+    return arm
+
+
+def test_a_connection_lost_mid_write_commits_nothing(open_pg, admin, kill_after, monkeypatch):
+    store = open_pg()
+    kill_after("insert_job")  # the job row is written, its job_created event not yet
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as lost:
+        store.create_job(id="j", kind="k", authority=AUTHORITY)
+    details = lost.value.details
+    assert details["commitState"] == "not_committed"
+    assert details["phase"] == "write"
+    assert details["retryable"] is True
+    assert isinstance(lost.value.__cause__, psycopg.OperationalError)
+    assert admin.execute("SELECT count(*) AS n FROM jobledger.jobs").fetchone()["n"] == 0
+    assert admin.execute("SELECT count(*) AS n FROM jobledger.events").fetchone()["n"] == 0
+    monkeypatch.undo()
+    job = store.create_job(id="j", kind="k", authority=AUTHORITY)  # the store recovered
+    assert job.revision == 1
+
+
+def test_a_connection_lost_mid_claim_leaves_the_occurrence_queued(open_pg, admin, kill_after):
+    store = open_pg()
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    occurrence = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    kill_after("apply_claim")
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE"):
+        store.claim_next(owner_id="w", lease_ms=1000)
+    row = admin.execute(
+        "SELECT status, attempt, fence FROM jobledger.occurrences WHERE occurrence_id = %s",
+        (occurrence.id,),
+    ).fetchone()
+    assert row == {"status": "queued", "attempt": 0, "fence": 0}
+    assert [e.type for e in store.history(occurrence_id=occurrence.id)] == ["occurrence_enqueued"]
+
+
+def test_a_connection_lost_during_commit_is_reported_unknown(open_pg, admin, monkeypatch):
+    store = open_pg()
+    original = psycopg.Connection.execute
+
+    def execute(self, query, params=None, **kwargs):
+        if query == "COMMIT":
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (self.info.backend_pid,))
+        return original(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as lost:
+        store.create_job(id="j", kind="k", authority=AUTHORITY)
+    assert lost.value.details["commitState"] == "unknown"
+    monkeypatch.undo()
+    assert store.get_job("j") is None  # here the server never saw the COMMIT
+
+
+def test_stale_pooled_connections_are_replaced_transparently(open_pg, admin):
+    store = open_pg(pool_min_size=3, pool_max_size=3)
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    assert _kill_store_connections(admin) >= 1  # e.g. a server restart while the store idles
+    assert store.get_job("j") is not None
+    store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    assert store.claim_next(owner_id="w", lease_ms=1000) is not None
+
+
+def test_reads_report_a_lost_connection_too(open_pg, kill_after):
+    store = open_pg()
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    kill_after("get_job")
+    with pytest.raises(StorageUnavailable) as lost:
+        store.get_job("j")
+    assert lost.value.details["phase"] == "read"
+
+
+@pytest.mark.parametrize(
+    "error_class", [psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected]
+)
+def test_conflicts_retry_the_whole_body_then_succeed(open_pg, monkeypatch, admin, error_class):
+    store = open_pg()
+    original = pg_store._PostgresTx._execute
+    failures = {"left": 2}
+
+    def execute(self, query, params):
+        cursor = original(self, query, params)
+        if query == "insert_event" and failures["left"] > 0:
+            failures["left"] -= 1
+            raise error_class("simulated conflict")
+        return cursor
+
+    monkeypatch.setattr(pg_store._PostgresTx, "_execute", execute)
+    job = store.create_job(id="j", kind="k", authority=AUTHORITY)
+    assert job.revision == 1
+    assert admin.execute("SELECT count(*) AS n FROM jobledger.events").fetchone()["n"] == 1
+
+
+@pytest.mark.parametrize(
+    ("error_class", "state"),
+    [(psycopg.errors.SerializationFailure, "40001"), (psycopg.errors.DeadlockDetected, "40P01")],
+)
+def test_persistent_conflicts_become_retryable_storage_errors(
+    open_pg, monkeypatch, admin, error_class, state
+):
+    store = open_pg()
+    attempts = {"n": 0}
+
+    def execute(self, query, params):
+        attempts["n"] += 1
+        raise error_class("simulated conflict")
+
+    monkeypatch.setattr(pg_store._PostgresTx, "_execute", execute)
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as failed:
+        store.create_job(id="j", kind="k", authority=AUTHORITY)
+    assert failed.value.details == {
+        "phase": "write",
+        "storageCode": state,
+        "commitState": "not_committed",
+        "retryable": True,
+    }
+    assert attempts["n"] == pg_connection.TRANSACTION_ATTEMPTS
+    assert admin.execute("SELECT count(*) AS n FROM jobledger.jobs").fetchone()["n"] == 0
+
+
+def test_a_real_deadlock_is_resolved_by_retrying(open_pg, pg_url, admin, monkeypatch):
+    """Two transactions lock two jobs in opposite orders; PostgreSQL aborts one, it retries."""
+    store = open_pg()
+    store.create_job(id="a", kind="k", authority=AUTHORITY)
+    store.create_job(id="b", kind="k", authority=AUTHORITY)
+    barrier = threading.Barrier(2, timeout=10)
+    original = pg_store._PostgresTx._execute
+    first_pass: set[str] = set()
+    bodies: list[str] = []
+
+    def execute(self, query, params):
+        if query == "get_job":
+            bodies.append(threading.current_thread().name)
+        if query == "get_job" and threading.current_thread().name not in first_pass:
+            first_pass.add(threading.current_thread().name)
+            me = params["job_id"]
+            other = "b" if me == "a" else "a"
+            self._conn.execute("SELECT 1 FROM jobledger.jobs WHERE job_id = %s FOR UPDATE", (me,))
+            barrier.wait()
+            self._conn.execute(
+                "SELECT 1 FROM jobledger.jobs WHERE job_id = %s FOR UPDATE", (other,)
+            )
+        return original(self, query, params)
+
+    monkeypatch.setattr(pg_store._PostgresTx, "_execute", execute)
+    results: dict[str, object] = {}
+
+    def update(job_id: str) -> None:
+        try:
+            results[job_id] = store.update_job(
+                job_id, expected_revision=1, patch={"payload": job_id}
+            )
+        except BaseException as exc:
+            results[job_id] = exc
+
+    threads = [threading.Thread(target=update, args=(j,), name=f"t-{j}") for j in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert {k: getattr(v, "revision", v) for k, v in results.items()} == {"a": 2, "b": 2}
+    # update_job reads the job twice per body; the deadlock victim's first body read it once.
+    assert sorted([bodies.count("t-a"), bodies.count("t-b")]) == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "retryable"),
+    [
+        (psycopg.errors.DiskFull("x"), "53100", False),
+        (psycopg.errors.AdminShutdown("x"), "57P01", True),
+        (psycopg.errors.ReadOnlySqlTransaction("x"), "25006", False),
+        (psycopg.errors.InsufficientPrivilege("x"), "42501", False),
+        (psycopg.errors.QueryCanceled("x"), "57014", True),
+        (psycopg.OperationalError("server closed the connection"), "OperationalError", True),
+        (psycopg.InterfaceError("the connection is closed"), "InterfaceError", True),
+    ],
+)
+def test_storage_failures_are_mapped_with_their_code(exc, code, retryable):
+    mapped = pg_connection.storage_failure(exc, phase="write", commit_state="not_committed")
+    assert mapped is not None and mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE"
+    assert mapped.details == {
+        "phase": "write",
+        "storageCode": code,
+        "commitState": "not_committed",
+        "retryable": retryable,
+    }
+    assert mapped.__cause__ is exc
+
+
+def test_a_violated_constraint_is_data_corruption_not_a_crash():
+    mapped = pg_connection.storage_failure(
+        psycopg.errors.CheckViolation("x"), phase="write", commit_state="not_committed"
+    )
+    assert mapped is not None and mapped.code == "SCHEDULER_DATA_CORRUPT"
+    assert pg_connection.storage_failure(ValueError("x"), phase="write", commit_state="x") is None
+
+
+def test_an_exhausted_pool_times_out_as_storage_unavailable(open_pg):
+    store = open_pg(pool_min_size=1, pool_max_size=1, pool_timeout=0.2)
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with store._pool._pool.connection():
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as starved:
+            store.get_job("j")
+        assert starved.value.details["storageCode"] == "POOL_TIMEOUT"
+        assert starved.value.details["retryable"] is True
+    finally:
+        release.set()
+        holder.join()
+    assert store.get_job("j") is not None
+
+
+def test_an_unreachable_server_is_storage_unavailable_at_open():
+    import jobledger
+
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as refused:
+        jobledger.open_store("postgresql://u:secret-pw@127.0.0.1:1/db", connect_timeout=1)
+    assert refused.value.details["phase"] == "open"
+    assert "secret-pw" not in str(refused.value)
+
+
+def test_closed_store_refuses_calls(open_pg):
+    store = open_pg()
+    store.close()
+    store.close()
+    with raises_code("SCHEDULER_STORE_CLOSED"):
+        store.get_job("j")
+    with raises_code("SCHEDULER_STORE_CLOSED"):
+        store.create_job(id="j", kind="k", authority=AUTHORITY)
+    with raises_code("SCHEDULER_STORE_CLOSED"):
+        store.schema_info()

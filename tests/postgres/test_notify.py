@@ -1,0 +1,135 @@
+"""LISTEN/NOTIFY: a latency hint that wakes idle workers in other processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from jobledger.store.postgres.listener import NotificationListener
+
+AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
+
+
+def _wait_for(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_an_enqueue_elsewhere_bumps_the_listeners_work_signal(open_pg):
+    listening = open_pg(listen=True)
+    assert listening.listener is not None
+    assert listening.listener.connected.wait(10)
+    producer = open_pg(listen=False)
+    producer.create_job(id="j", kind="k", authority=AUTHORITY)
+    seen = listening.work_signal.generation
+
+    woke = threading.Event()
+
+    def wait() -> None:
+        if listening.work_signal.wait(seen, 10.0) != seen:
+            woke.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    waiter.join()
+    assert woke.is_set()
+
+
+def test_no_notification_without_new_work(open_pg):
+    listening = open_pg(listen=True)
+    assert listening.listener is not None and listening.listener.connected.wait(10)
+    producer = open_pg(listen=False)
+    producer.create_job(id="j", kind="k", authority=AUTHORITY)
+    producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    assert _wait_for(lambda: listening.work_signal.generation >= 2)
+    settled = listening.work_signal.generation
+    producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")  # deduplicated
+    claimed = producer.claim_next(owner_id="w", lease_ms=1000)
+    producer.settle(occurrence_id=claimed.id, owner_id="w", fence=1, outcome="succeeded")
+    time.sleep(0.3)
+    assert listening.work_signal.generation == settled
+
+
+def test_a_requeue_and_a_release_notify(open_pg, clock):
+    listening = open_pg(listen=True)
+    assert listening.listener is not None and listening.listener.connected.wait(10)
+    producer = open_pg(listen=False)
+    producer.create_job(id="j", kind="k", authority=AUTHORITY, max_attempts=1)
+    producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    assert _wait_for(lambda: listening.work_signal.generation >= 2)
+    claimed = producer.claim_next(owner_id="w", lease_ms=1000)
+    before = listening.work_signal.generation
+    producer.release_lease(occurrence_id=claimed.id, owner_id="w", fence=1, reason="shutdown")
+    assert _wait_for(lambda: listening.work_signal.generation > before)
+    claimed = producer.claim_next(owner_id="w", lease_ms=1000)
+    producer.settle(occurrence_id=claimed.id, owner_id="w", fence=2, outcome="failed")
+    before = listening.work_signal.generation
+    producer.requeue_dead_letter(occurrence_id=claimed.id, expected_fence=2, reason="r", actor="op")
+    assert _wait_for(lambda: listening.work_signal.generation > before)
+
+
+def test_listen_false_opens_no_listener_connection(open_pg, admin):
+    store = open_pg(listen=False)
+    assert store.listener is None
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    listeners = admin.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'jobledger-listener'"
+        " AND datname = current_database()"
+    ).fetchone()
+    assert listeners["n"] == 0
+    store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")  # NOTIFY still sent
+    assert store.claim_next(owner_id="w", lease_ms=1000) is not None
+
+
+def test_the_listener_reconnects_after_its_connection_dies(open_pg, admin):
+    listening = open_pg(listen=True)
+    listener = listening.listener
+    assert listener is not None and listener.connected.wait(10)
+    old_pid = listener.backend_pid
+    admin.execute("SELECT pg_terminate_backend(%s, 5000)", (old_pid,))
+    assert _wait_for(lambda: listener.connections >= 2 and listener.connected.is_set())
+    assert listener.backend_pid != old_pid
+    producer = open_pg(listen=False)
+    producer.create_job(id="j", kind="k", authority=AUTHORITY)
+    before = listening.work_signal.generation
+    producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    assert _wait_for(lambda: listening.work_signal.generation > before)
+
+
+def test_close_stops_the_listener_promptly(open_pg, admin):
+    listening = open_pg(listen=True)
+    listener = listening.listener
+    assert listener is not None and listener.connected.wait(10)
+    started = time.monotonic()
+    listening.close()
+    assert time.monotonic() - started < 2.0
+    assert not listener._thread.is_alive()
+    assert _wait_for(
+        lambda: (
+            admin.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", (listener.backend_pid,)
+            ).fetchone()["n"]
+            == 0
+        )
+    )
+
+
+def test_the_listener_keeps_retrying_an_unreachable_server():
+    from jobledger.store.engine import WorkSignal
+
+    listener = NotificationListener(
+        "postgresql://postgres@127.0.0.1:1/nothing",
+        channel="jobledger_work_x",
+        signal=WorkSignal(),
+        connect_timeout=1,
+    )
+    listener.start()
+    time.sleep(0.3)
+    assert not listener.connected.is_set()
+    listener.stop()
+    assert not listener._thread.is_alive()
