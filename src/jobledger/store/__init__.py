@@ -16,6 +16,15 @@ _SQLITE_PREFIXES = ("sqlite:///", "sqlite://")
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
+def _sqlite_location(target: str) -> str:
+    """``sqlite:///abs/path`` → ``/abs/path``; ``sqlite:///:memory:`` → ``:memory:``."""
+    for prefix in _SQLITE_PREFIXES:
+        if target.startswith(prefix):
+            rest = target[len(prefix) :]
+            return ":memory:" if rest.lstrip("/") == ":memory:" else "/" + rest.lstrip("/")
+    return target
+
+
 def open_store(
     target: str | Path,
     *,
@@ -45,14 +54,7 @@ def open_store(
     if isinstance(target, str):
         if target == "":
             raise InvalidArgument("store target must not be empty")
-        for prefix in _SQLITE_PREFIXES:
-            if target.startswith(prefix):
-                target = (
-                    "/" + target[len(prefix) :].lstrip("/")
-                    if target[len(prefix) :] != ":memory:"
-                    else ":memory:"
-                )
-                break
+        target = _sqlite_location(target)
     elif not isinstance(target, Path):
         raise InvalidArgument("store target must be a path or a URL string")
     return SQLiteStore.open(target, clock=clock, busy_timeout_ms=busy_timeout_ms, migrate=migrate)

@@ -18,7 +18,6 @@ from ..models import Event, Job, Occurrence
 from .base import UNSET
 
 __all__ = [
-    "ClaimCandidate",
     "JobInput",
     "SettlePlan",
     "claim_event",
@@ -247,16 +246,6 @@ def plan_settle(
     return SettlePlan(
         "dead_letter", "occurrence_dead_lettered", available_at, now, None, error_json, data
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimCandidate:
-    occurrence_id: str
-    job_id: str
-    status: str
-    fence: int
-    lease_owner: str | None
-    sort_key: tuple[int, int, str]
 
 
 def claim_event(
