@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -84,11 +85,54 @@ def test_a_connection_lost_during_commit_is_reported_unknown(open_pg, admin, mon
         return original(self, query, params, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    bodies = {"n": 0}
+    original_execute = pg_store._PostgresTx._execute
+
+    def count_bodies(self, query, params):
+        if query == "insert_job":
+            bodies["n"] += 1
+        return original_execute(self, query, params)
+
+    monkeypatch.setattr(pg_store._PostgresTx, "_execute", count_bodies)
     with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as lost:
         store.create_job(id="j", kind="k", authority=AUTHORITY)
     assert lost.value.details["commitState"] == "unknown"
+    assert lost.value.details["retryable"] is True
+    # The outcome of a COMMIT in flight is unknown, so the body must not be run again: a retry
+    # could apply a non-idempotent change twice.
+    assert bodies["n"] == 1
     monkeypatch.undo()
     assert store.get_job("j") is None  # here the server never saw the COMMIT
+
+
+def test_a_failed_transaction_is_rolled_back_before_its_connection_is_returned(
+    open_pg, monkeypatch
+):
+    """A late ROLLBACK on a connection already back in the pool would end another thread's
+    transaction (and its remaining statements would then autocommit one by one)."""
+    store = open_pg()
+    pool = store._pool
+    events: list[str] = []
+    original_rollback = pg_connection.rollback_quietly
+    original_putconn = pool._pool.putconn
+
+    def rollback(conn):
+        events.append("rollback")
+        return original_rollback(conn)
+
+    def putconn(conn):
+        events.append("returned")
+        return original_putconn(conn)
+
+    monkeypatch.setattr(pg_connection, "rollback_quietly", rollback)
+    monkeypatch.setattr(pool._pool, "putconn", putconn)
+    # A server error while the transaction opens (stage "begin", not a conflict, not lost).
+    monkeypatch.setattr(pool, "_begin_read", "BEGIN READ ONLY; SELECT 1 / 0 AS now_ms")
+    with raises_code("SCHEDULER_DATA_CORRUPT"):
+        store.get_job("j")
+    assert events == ["rollback", "returned"]
+    monkeypatch.undo()
+    assert store.get_job("j") is None  # the connection came back clean
 
 
 def test_stale_pooled_connections_are_replaced_transparently(open_pg, admin):
@@ -278,3 +322,34 @@ def test_closed_store_refuses_calls(open_pg):
         store.create_job(id="j", kind="k", authority=AUTHORITY)
     with raises_code("SCHEDULER_STORE_CLOSED"):
         store.schema_info()
+    with raises_code("SCHEDULER_STORE_CLOSED"):
+        store.now()
+
+
+def test_a_call_waiting_for_a_connection_when_the_store_closes_gets_store_closed(open_pg):
+    store = open_pg(pool_min_size=1, pool_max_size=1, pool_timeout=30)
+    outcome: list[BaseException] = []
+    waiting = threading.Event()
+
+    def call() -> None:
+        waiting.set()
+        try:
+            store.get_job("j")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with store._pool._pool.connection():  # the only connection is busy
+        thread = threading.Thread(target=call)
+        thread.start()
+        assert waiting.wait(5)
+        deadline = time.monotonic() + 5
+        while store.pool_stats().get("requests_waiting", 0) < 1:
+            assert time.monotonic() < deadline, "the call never waited for the pool"
+            time.sleep(0.01)
+        closer = threading.Thread(target=store.close)
+        closer.start()
+        thread.join(10)
+    closer.join(10)
+    assert not thread.is_alive() and not closer.is_alive()
+    assert len(outcome) == 1
+    assert getattr(outcome[0], "code", None) == "SCHEDULER_STORE_CLOSED"

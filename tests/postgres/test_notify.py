@@ -133,3 +133,41 @@ def test_the_listener_keeps_retrying_an_unreachable_server():
     assert not listener.connected.is_set()
     listener.stop()
     assert not listener._thread.is_alive()
+
+
+def test_stop_never_hangs_or_closes_the_pipe_under_a_thread_stuck_connecting(monkeypatch):
+    """A connect that blocks (an unreachable host) must not hold up close(), and the wake-up pipe
+    must stay open until the thread itself is done with it."""
+    import os
+
+    import psycopg
+
+    from jobledger.store.engine import WorkSignal
+    from jobledger.store.postgres import listener as listener_module
+
+    entered = threading.Event()
+    release = threading.Event()
+
+    def connect(*args, **kwargs):
+        entered.set()
+        release.wait(10)
+        raise psycopg.OperationalError("simulated connect timeout")
+
+    monkeypatch.setattr(listener_module.psycopg, "connect", connect)
+    listener = NotificationListener(
+        "postgresql://postgres@127.0.0.1:5432/x",
+        channel="jobledger_work_x",
+        signal=WorkSignal(),
+        connect_timeout=10,
+    )
+    listener.start()
+    assert entered.wait(5)
+    started = time.monotonic()
+    listener.stop(timeout_s=0.2)
+    assert time.monotonic() - started < 1.0
+    assert listener._thread.is_alive()
+    os.fstat(listener._wake_read)  # still open: the stuck thread will select() on it
+    release.set()
+    listener._thread.join(5)
+    assert not listener._thread.is_alive()
+    assert listener._pipe_open is False

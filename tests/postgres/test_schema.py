@@ -8,8 +8,9 @@ import psycopg
 import pytest
 
 import jobledger
-from jobledger.errors import MigrationRequired
+from jobledger.errors import InvalidArgument, MigrationRequired
 from jobledger.store.postgres import schema as pg_schema
+from jobledger.store.postgres.connection import redact_url, validate_schema_name
 from tests.store.helpers import raises_code
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
@@ -72,7 +73,26 @@ def test_fingerprint_does_not_depend_on_the_schema_name(open_pg, admin):
 
 
 @pytest.mark.parametrize(
-    "schema", ["", "Bad", "has-dash", "public", "pg_catalog", "pg_mine", "select", "x" * 49, 3]
+    "schema",
+    [
+        "",
+        "Bad",
+        "has-dash",
+        'x"; DROP SCHEMA public; --',
+        "public",
+        "information_schema",
+        "pg_catalog",
+        "pg_mine",
+        "select",
+        # reserved words that are not in the SQL:92 list: each used to pass validation and fail
+        # later with a syntax error reported as SCHEDULER_DATA_CORRUPT
+        "returning",
+        "current_user",
+        "window",
+        "binary",
+        "x" * 49,
+        3,
+    ],
 )
 def test_invalid_schema_names_are_refused(pg_url, schema):
     with raises_code("SCHEDULER_INVALID_ARGUMENT"):
@@ -224,6 +244,41 @@ def test_password_never_appears_in_target_repr_or_errors(pg_url, admin):
     finally:
         admin.execute("DROP OWNED BY jl_secret_user CASCADE")
         admin.execute("DROP ROLE IF EXISTS jl_secret_user")
+
+
+def test_every_reserved_key_word_is_refused_as_a_schema_name(admin):
+    words = admin.execute(
+        "SELECT word FROM pg_get_keywords() WHERE catcode IN ('R', 'T')"
+    ).fetchall()
+    accepted = []
+    for row in words:
+        try:
+            validate_schema_name(row["word"])
+        except InvalidArgument:
+            continue
+        accepted.append(row["word"])
+    assert accepted == []
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:hunter2@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://h?password=hunter2", "postgresql://h?password=***"),
+        ("postgresql://h/db?sslmode=require&PASSWORD=hunter2", None),
+        ("postgresql://h/db?pass%77ord=hunter2", "postgresql://h/db?pass%77ord=***"),
+        ("postgresql://u:hun/ter2@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:hun?ter2@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:hun@ter2@h1:1,h2:2/db", "postgresql://u:***@h1:1,h2:2/db"),
+        ("postgresql:///db?host=/tmp&password=hunter2", "postgresql:///db?host=/tmp&password=***"),
+        ("postgresql://u@h/db?user=a@b", "postgresql://u@h/db?user=a@b"),
+    ],
+)
+def test_redact_url_hides_every_password(url, shown):
+    redacted = redact_url(url)
+    assert "hunter2" not in redacted and "ter2" not in redacted
+    if shown is not None:
+        assert redacted == shown
 
 
 def test_bad_urls_are_invalid_arguments():

@@ -5,14 +5,23 @@ database for every test, and each test still gets a database nobody else touches
 thread keeps a couple of clones ready and drops used ones, so most tests never wait for
 ``CREATE DATABASE`` / ``DROP DATABASE``.
 
+Every database name carries this host's tag and the creating process's pid
+(``jobledger_t_<host>_<pid>_<random>`` for clones, ``jobledger_tpl_<host>_<pid>_<random>`` for
+templates). A run that was killed cannot drop its databases, so each session first drops the ones
+whose process on this host is gone (:func:`sweep_orphaned_databases`); names it cannot attribute
+are left alone, since they may belong to a run on another machine.
+
 ``JOBLEDGER_TEST_PG_ADMIN`` overrides the admin URL (default: the local test server).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import queue
+import re
+import socket
 import threading
 import time
 import uuid
@@ -23,6 +32,8 @@ import pytest
 
 ADMIN_URL = os.environ.get("JOBLEDGER_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
 CLONES_AHEAD = 3
+HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_OWNED_NAME = re.compile(r"^jobledger_(?:t|tpl)_([0-9a-f]{8})_([0-9]+)_[0-9a-f]+$")
 
 
 def database_url(name: str) -> str:
@@ -53,6 +64,47 @@ def _drop(name: str) -> None:
             time.sleep(0.1 * (attempt + 1))
 
 
+def new_database_name(kind: str = "t") -> str:
+    """A unique database name that records which process on which host made it."""
+    return f"jobledger_{kind}_{HOST_TAG}_{os.getpid()}_{uuid.uuid4().hex[:12]}"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def orphaned(name: str) -> bool:
+    """True for a test database made on this host by a process that no longer exists."""
+    match = _OWNED_NAME.match(name)
+    return match is not None and match[1] == HOST_TAG and not _process_alive(int(match[2]))
+
+
+def sweep_orphaned_databases() -> list[str]:
+    """Drop the test databases an earlier, killed run left behind; return their names."""
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        names = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'jobledger\\_t%'"
+            ).fetchall()
+        ]
+    dropped = []
+    for name in sorted(names, key=lambda n: "_tpl_" in n):  # clones before their templates
+        if orphaned(name):
+            with contextlib.suppress(Exception):  # another session may be sweeping it too
+                _drop(name)
+                dropped.append(name)
+    return dropped
+
+
 class _CloneSupply:
     """Clones of one template made ahead of need on one thread; used ones dropped on another."""
 
@@ -75,7 +127,7 @@ class _CloneSupply:
                 continue
             name: str | BaseException
             try:
-                name = f"jobledger_t_{uuid.uuid4().hex[:16]}"
+                name = new_database_name()
                 _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
             except BaseException as exc:  # handed to the test that takes it
                 name = exc
@@ -130,9 +182,9 @@ def postgres_template() -> Iterator[str]:
     """A database with the jobledger schema applied, used as a template for clones."""
     import jobledger
 
+    sweep_orphaned_databases()
     # Unique per fixture instance: conftests that import this fixture each get their own copy.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = f"jobledger_tpl_{worker}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    name = new_database_name("tpl")
     _admin_execute(f'CREATE DATABASE "{name}"')
     store = jobledger.open_store(database_url(name), clock=lambda: 1_700_000_000_000, listen=False)
     store.close()
@@ -148,7 +200,7 @@ def fresh_database_url(template: str) -> Iterator[str]:
     """Yield the URL of a fresh clone of ``template``; drop it afterwards."""
     supply = _supplies.get(template)
     if supply is None:
-        name = f"jobledger_t_{uuid.uuid4().hex[:16]}"
+        name = new_database_name()
         _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         try:
             yield database_url(name)

@@ -22,6 +22,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,15 +52,20 @@ _CONFLICT_STATES = frozenset({"40001", "40P01", "23505"})
 # corruption, a read-only server (a standby), missing privileges.
 _PERMANENT_STATES = frozenset({"53100", "53200", "58030", "XX001", "XX002", "25006", "42501"})
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
-_RESERVED = frozenset(
-    {"all", "and", "any", "array", "as", "asc", "both", "case", "cast", "check", "collate",
-     "column", "constraint", "create", "default", "desc", "distinct", "do", "else", "end",
-     "except", "false", "for", "foreign", "from", "grant", "group", "having", "in", "into",
-     "leading", "limit", "not", "null", "offset", "on", "only", "or", "order", "primary",
-     "references", "select", "some", "table", "then", "to", "trailing", "true", "union",
-     "unique", "user", "using", "when", "where", "with", "pg_catalog", "information_schema",
-     "public"}
-)  # fmt: skip
+# PostgreSQL's reserved key words (``pg_get_keywords()`` categories R and T, PostgreSQL 15):
+# unquoted, each is a syntax error where a schema name goes. Generated SQL quotes the schema
+# anyway, but a reserved name would still trap every operator who types it unquoted.
+_RESERVED_WORDS = """
+all analyse analyze and any array as asc asymmetric authorization binary both case cast
+check collate collation column concurrently constraint create cross current_catalog
+current_date current_role current_schema current_time current_timestamp current_user default
+deferrable desc distinct do else end except false fetch for foreign freeze from full grant
+group having ilike in initially inner intersect into is isnull join lateral leading left like
+limit localtime localtimestamp natural not notnull null offset on only or order outer
+overlaps placing primary references returning right select session_user similar some
+symmetric table tablesample then to trailing true union unique user using variadic verbose
+when where window with"""
+_RESERVED = frozenset(_RESERVED_WORDS.split()) | {"public", "information_schema", "pg_catalog"}
 _CLOCK_SQL = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms"
 
 
@@ -80,17 +86,35 @@ def validate_schema_name(schema: object) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (user info and ``password=`` parameters)."""
+    """The URL with any password replaced by ``***`` (user info and ``password=`` parameters).
+
+    Deliberately more eager than libpq's parser: a malformed URL (a ``/`` inside an unencoded
+    password, a query string without a path) still must not show its password.
+    """
     scheme, sep, rest = url.partition("://")
     if not sep:
         return "postgresql://***"
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, hosts = authority.rpartition("@")
+    # libpq takes user info up to an "@" before the first "/"; also treat an "@" later in the
+    # path as ending user info, in case the password itself contained an unencoded "/".
+    authority = rest.partition("/")[0]
+    if "@" not in authority:
+        authority = rest.partition("?")[0]
+    userinfo, at, _ = authority.rpartition("@")
     if at:
         user, colon, _password = userinfo.partition(":")
-        authority = f"{user}:***@{hosts}" if colon else f"{user}@{hosts}"
-    tail = re.sub(r"(?i)(^|[?&])(password)=[^&]*", r"\1\2=***", tail)
-    return f"{scheme}://{authority}{slash}{tail}"
+        rest = f"{user}:***@" + rest[len(userinfo) + 1 :] if colon else rest
+    head, question, query = rest.partition("?")
+    if question:
+        query = "&".join(_redact_parameter(part) for part in query.split("&"))
+    return f"{scheme}://{head}{question}{query}"
+
+
+def _redact_parameter(part: str) -> str:
+    key, equals, _value = part.partition("=")
+    # libpq percent-decodes parameter names too: pass%77ord= is a password.
+    if equals and urllib.parse.unquote(key).strip().lower() == "password":
+        return f"{key}=***"
+    return part
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -198,7 +222,7 @@ def begin_sql(schema: str, *, read_only: bool) -> str:
     """One round trip: open the transaction, scope its settings to it, read the database clock."""
     mode = "ISOLATION LEVEL REPEATABLE READ, READ ONLY" if read_only else "READ WRITE"
     return (
-        f"BEGIN {mode}; SET LOCAL search_path TO {schema}; "
+        f'BEGIN {mode}; SET LOCAL search_path TO "{schema}"; '
         f"SET LOCAL idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'; "
         f"SELECT {_CLOCK_SQL}"
     )
@@ -320,35 +344,46 @@ class PostgresPool:
         phase: str,
     ) -> T:
         stage = "connect"
-        conn: PgConnection | None = None
         try:
             with self._pool.connection(timeout=self._pool_timeout) as conn:
-                stage = "begin"
-                now_ms = execute_begin(conn, self._begin_read if read_only else self._begin_write)
-                stage = "body"
+                # Failures are classified (and rolled back) *inside* the ``with``: once it exits,
+                # the pool may already have handed this connection to another thread, whose
+                # transaction a late ROLLBACK would silently end.
                 try:
-                    result, notify = body(conn, now_ms)
-                except BaseException:
-                    rollback_quietly(conn)
-                    raise
-                stage = "commit"
-                conn.execute(f"NOTIFY {self.channel}; COMMIT" if notify else "COMMIT")
-                return result
-        except SchedulerError:
-            raise
-        except psycopg.Error as exc:
-            if self._closed:  # closed by another thread while this call waited or ran
-                raise StoreClosed("Scheduler store is closed") from exc
-            if conn is not None and stage != "body":
-                rollback_quietly(conn)
-            lost = _connection_lost(exc, conn)
-            if stage == "begin" and lost:
-                raise _Retry(exc, stale=True) from exc
-            if stage in ("body", "begin") and is_conflict(exc):
-                raise _Retry(exc, stale=False) from exc
-            # Only a connection lost while COMMIT was in flight leaves the outcome unknown; a
-            # server that answered with an error, or a failure before COMMIT, rolled it back.
-            commit_state = "unknown" if stage == "commit" and lost else "not_committed"
-            mapped = storage_failure(exc, phase=phase, commit_state=commit_state)
-            assert mapped is not None
-            raise mapped from exc
+                    stage = "begin"
+                    begin = self._begin_read if read_only else self._begin_write
+                    now_ms = execute_begin(conn, begin)
+                    stage = "body"
+                    try:
+                        result, notify = body(conn, now_ms)
+                    except BaseException:
+                        rollback_quietly(conn)
+                        raise
+                    stage = "commit"
+                    conn.execute(f"NOTIFY {self.channel}; COMMIT" if notify else "COMMIT")
+                    return result
+                except psycopg.Error as exc:
+                    if stage != "body":
+                        rollback_quietly(conn)
+                    raise self._failure(exc, conn, stage=stage, phase=phase) from exc
+        except psycopg.Error as exc:  # no connection was checked out (pool timeout or closed)
+            raise self._failure(exc, None, stage=stage, phase=phase) from exc
+
+    def _failure(
+        self, exc: psycopg.Error, conn: PgConnection | None, *, stage: str, phase: str
+    ) -> Exception:
+        """What a psycopg failure at ``stage`` becomes: a retry, or a jobledger error."""
+        if self._closed:  # closed by another thread while this call waited or ran
+            return StoreClosed("Scheduler store is closed")
+        lost = _connection_lost(exc, conn)
+        if stage == "begin" and lost:
+            return _Retry(exc, stale=True)
+        if stage in ("body", "begin") and is_conflict(exc):
+            return _Retry(exc, stale=False)
+        # Only a connection lost while COMMIT was in flight leaves the outcome unknown; a
+        # server that answered with an error, or a failure before COMMIT, rolled it back. Either
+        # way a failure at COMMIT is never retried here: the caller decides after reading back.
+        commit_state = "unknown" if stage == "commit" and lost else "not_committed"
+        mapped = storage_failure(exc, phase=phase, commit_state=commit_state)
+        assert mapped is not None
+        return mapped

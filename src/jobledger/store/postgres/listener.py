@@ -39,6 +39,10 @@ class NotificationListener:
         self._connect_timeout = connect_timeout
         self._stopping = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
+        # Guards the pipe's descriptors: closed exactly once, never written after closing (a
+        # reused descriptor number could belong to someone else's file by then).
+        self._pipe_lock = threading.Lock()
+        self._pipe_open = True
         self.connected = threading.Event()
         self.connections = 0  # how many times a LISTEN connection was established
         self.backend_pid: int | None = None
@@ -49,17 +53,32 @@ class NotificationListener:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread; wait at most ``timeout_s`` for it (it may be stuck connecting).
+
+        A thread still blocked after the wait is a daemon that exits on its own once the
+        blocking call returns; it closes the pipe itself, so nothing it uses is closed under it.
+        """
         if self._stopping.is_set():
             return
         self._stopping.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_write, b"x")
-        if self._thread.is_alive():
+        with self._pipe_lock:
+            if self._pipe_open:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_write, b"x")
+        if self._thread.ident is None:  # never started: nothing else will close the pipe
+            self._close_pipe()
+        elif self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
-        for descriptor in (self._wake_read, self._wake_write):
-            with contextlib.suppress(OSError):
-                os.close(descriptor)
+
+    def _close_pipe(self) -> None:
+        with self._pipe_lock:
+            if not self._pipe_open:
+                return
+            self._pipe_open = False
+            for descriptor in (self._wake_read, self._wake_write):
+                with contextlib.suppress(OSError):
+                    os.close(descriptor)
 
     def _sleep(self, seconds: float) -> bool:
         """Wait ``seconds`` or until stopped; True when stopping."""
@@ -68,6 +87,12 @@ class NotificationListener:
         return self._stopping.is_set()
 
     def _run(self) -> None:
+        try:
+            self._listen_until_stopped()
+        finally:
+            self._close_pipe()
+
+    def _listen_until_stopped(self) -> None:
         backoff = INITIAL_BACKOFF_S
         while not self._stopping.is_set():
             conn: psycopg.Connection[tuple[object, ...]] | None = None

@@ -376,7 +376,7 @@ def _migrate(conn: PgConnection, *, schema: str, clock: Any) -> int:
             _verify(conn, schema, version)
         if version != LATEST_VERSION:
             if version is None and not _schema_exists(conn, schema):
-                conn.execute(f"CREATE SCHEMA {schema}")
+                conn.execute(f'CREATE SCHEMA "{schema}"')
             now = db_now if clock is None else clock()
             for migration in MIGRATIONS[(version or 0) :]:
                 conn.execute(migration.ddl)
