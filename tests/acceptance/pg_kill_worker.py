@@ -16,7 +16,7 @@ from pathlib import Path
 import jobledger
 
 LEASE_MS = 2_000
-HANDLER_SECONDS = 0.05
+HANDLER_SECONDS = 0.002
 
 
 def build_app(url: str, owner: str) -> jobledger.App:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,13 +19,12 @@ import psycopg
 import pytest
 
 import jobledger
+from tests.acceptance.pg_enqueue import enqueue_many
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 WORKER = Path(__file__).with_name("pg_drain_worker.py")
 PROCESSES = 4
 OCCURRENCES = 10_000
-ENQUEUE_THREADS = 4
-AUTHORITY = {"principal": {"type": "user", "id": "acceptance"}}
 
 __all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
 
@@ -38,23 +36,7 @@ pytestmark = [
 
 
 def _enqueue(url: str) -> list[str]:
-    ids: list[str] = [""] * OCCURRENCES
-    with jobledger.open_store(url, listen=False, pool_max_size=ENQUEUE_THREADS) as store:
-        store.create_job(id="drain", kind="noop", authority=AUTHORITY)
-
-        def enqueue(part: int) -> None:
-            for index in range(part, OCCURRENCES, ENQUEUE_THREADS):
-                ids[index] = store.enqueue_occurrence(
-                    job_id="drain", scheduled_for=index, trigger_key=f"tick-{index}"
-                ).id
-
-        threads = [threading.Thread(target=enqueue, args=(p,)) for p in range(ENQUEUE_THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert all(ids) and len(set(ids)) == OCCURRENCES
-    return ids
+    return enqueue_many(url, job_id="drain", kind="noop", count=OCCURRENCES)
 
 
 def _wait_for(paths: list[Path], processes: list[subprocess.Popen[bytes]], timeout: float):

@@ -1,4 +1,4 @@
-"""Three Worker processes on one PostgreSQL database; one is SIGKILLed mid-drain.
+"""Four Worker processes drain 10,000 occurrences from one PostgreSQL database; one is SIGKILLed.
 
 The killed worker cannot release its leases. They expire (2 s leases, measured by the database
 clock) and the surviving workers reclaim those occurrences (``occurrence_reclaimed``, attempt
@@ -17,14 +17,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import jobledger
+from tests.acceptance.pg_enqueue import enqueue_many
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 __all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
 
 WORKER = Path(__file__).with_name("pg_kill_worker.py")
-OCCURRENCES = 400
-AUTHORITY = {"principal": {"type": "user", "id": "acceptance"}}
+OCCURRENCES = 10_000
 
 pytestmark = [
     pytest.mark.acceptance,
@@ -48,12 +47,9 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
 
 def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_url, tmp_path):
     url = postgres_database_url
-    with jobledger.open_store(url, listen=False) as store:
-        store.create_job(id="sleepy", kind="sleepy", authority=AUTHORITY, max_attempts=3)
-        for index in range(OCCURRENCES):
-            store.enqueue_occurrence(job_id="sleepy", scheduled_for=index, trigger_key=f"t{index}")
+    enqueue_many(url, job_id="sleepy", kind="sleepy", count=OCCURRENCES)
 
-    owners = ["victim", "survivor-1", "survivor-2"]
+    owners = ["victim", "survivor-1", "survivor-2", "survivor-3"]
     ready = [tmp_path / f"{owner}.ready" for owner in owners]
     processes = {
         owner: subprocess.Popen(
@@ -102,7 +98,7 @@ def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_u
                 )
                 == OCCURRENCES
             ),
-            90,
+            300,
             "every occurrence to succeed",
         )
     finally:

@@ -102,6 +102,13 @@ class NotificationListener:
                     autocommit=True,
                     connect_timeout=self._connect_timeout,
                     application_name="jobledger-listener",
+                    # On a silently cut network the keepalive SELECT 1 would otherwise wait
+                    # for TCP's own give-up (minutes); these make it fail within ~30 s.
+                    keepalives=1,
+                    keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
+                    tcp_user_timeout=30_000,
                 )
                 conn.execute(f"LISTEN {self._channel}")
                 self.backend_pid = conn.info.backend_pid
