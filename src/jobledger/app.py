@@ -229,6 +229,14 @@ class App:
             self._runtimes.append(runtime)
         return runtime
 
+    def _discard_runtime(self, runtime: Runtime) -> None:
+        """Close ``runtime`` and stop tracking it (for short-lived runtimes such as
+        :func:`jobledger.testing.run_until_idle`'s, so a long-lived app does not pile them up)."""
+        runtime.close()
+        with self._lock:
+            if runtime in self._runtimes:
+                self._runtimes.remove(runtime)
+
     def worker(
         self,
         *,

@@ -13,6 +13,7 @@ Its return value (JSON) becomes the occurrence's result. To end an attempt other
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ __all__ = [
     "allow_all",
     "epoch_ms_from",
 ]
+
+logger = logging.getLogger("jobledger.runtime")
 
 MAX_DECISION_REASON = 256
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -115,9 +118,10 @@ class AuthorizationRequest:
 class Decision:
     """An authorizer's verdict as the runtime understood it.
 
-    An authorizer may return a :class:`Decision`, any object with an ``allowed`` attribute, a
-    mapping with an ``"allowed"`` key, or a bare ``bool``. Only ``allowed is True`` allows; the
-    truthy ``"true"``, ``1`` or a missing value deny (fail closed). ``reason`` is kept when it is
+    An authorizer may return a :class:`Decision`, any object with an ``allowed`` attribute or a
+    mapping with an ``"allowed"`` key. Only ``allowed is True`` allows; anything else denies
+    (fail closed, as in the reference): a bare ``True`` or ``False``, ``None``, the truthy
+    ``"true"`` or ``1``, or a missing value. ``reason`` is kept when it is
     a string of at most 256 characters.
     """
 
@@ -261,7 +265,12 @@ class JobContext:
             self.cancel_event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback()
+            # One failing callback must not stop the others, nor the caller (a heartbeat, or a
+            # worker releasing every lease at shutdown).
+            try:
+                callback()
+            except Exception:
+                logger.exception("a cancel callback failed")
 
 
 Handler: TypeAlias = Callable[[JobContext], "object | Awaitable[object]"]

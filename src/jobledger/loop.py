@@ -17,6 +17,10 @@ __all__ = ["EventLoopThread"]
 
 T = TypeVar("T")
 
+START_TIMEOUT_S = 10.0
+# How often a caller waiting for a coroutine checks that the loop is still running.
+LIVENESS_CHECK_S = 0.25
+
 
 async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
@@ -42,10 +46,12 @@ class EventLoopThread:
                     loop.call_soon(ready.set)
                     loop.run_forever()
 
-                self._thread = threading.Thread(target=serve, name=self._name, daemon=True)
-                self._thread.start()
-                ready.wait()
-                self._loop = loop
+                thread = threading.Thread(target=serve, name=self._name, daemon=True)
+                thread.start()
+                if not ready.wait(START_TIMEOUT_S):  # pragma: no cover - a wedged interpreter
+                    loop.call_soon_threadsafe(loop.stop)
+                    raise RuntimeError("the jobledger event loop thread did not start")
+                self._thread, self._loop = thread, loop
             return self._loop
 
     def run(
@@ -57,10 +63,13 @@ class EventLoopThread:
 
         ``on_cancel`` receives a function that cancels the task; the runtime registers it with
         the job context so a lost lease or an abandoned attempt cancels the coroutine. A
-        cancelled task raises :class:`concurrent.futures.CancelledError` here.
+        cancelled task raises :class:`concurrent.futures.CancelledError` here, as does a loop
+        that stops (:meth:`close`) before the task finished — even one scheduled too late for
+        ``close`` to see, which would otherwise leave this call waiting forever.
         """
+        loop = self._ensure()
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-            _await(awaitable), self._ensure()
+            _await(awaitable), loop
         )
         if on_cancel is not None:
 
@@ -68,7 +77,15 @@ class EventLoopThread:
                 future.cancel()
 
             on_cancel(cancel)
-        return future.result()
+        while True:
+            try:
+                return future.result(timeout=LIVENESS_CHECK_S)
+            except TimeoutError:
+                if not loop.is_running():
+                    future.cancel()
+                    raise concurrent.futures.CancelledError(
+                        "the event loop stopped before the coroutine finished"
+                    ) from None
 
     def close(self) -> None:
         with self._lock:

@@ -1,32 +1,14 @@
-"""The runtime: claim an occurrence, check it, run its handler under a renewed lease, settle it.
+"""The runtime façade: claim occurrences and run each as an :class:`~jobledger.attempt.Attempt`.
 
-:class:`Runtime` follows the reference runtime (``reference/upstream.md`` §3.11 steps 1–6 and
-9–15) check for check and in the same order, so an occurrence is never executed unless it is
-current, handled, authorized and still leased::
-
-    claim ─▶ 1 job exists? ─▶ 2 same revision? ─▶ 3 handler for kind? ─▶ 4 authorized?
-          ─▶ 5 lease still ours (renew) ─▶ 6 not cancelled ─▶ 9 heartbeat ─▶ handler ─▶ settle
-
-Rejections in steps 1–4 and 6 settle the attempt as failed with a ``SCHEDULER_RUNTIME_*`` code:
-retryable for ``AUTHORIZATION_UNAVAILABLE`` (the authorizer raised), ``ABORTED`` and
-``TIMER_FAILED``, final (dead letter) for the rest. The handler-missing code keeps the
-reference's name, ``SCHEDULER_RUNTIME_ADAPTER_MISSING``, so dashboards and alerts stay
-comparable.
-
-**A lost lease settles nothing.** If revalidation (step 5), a heartbeat, ``renew_lease()`` or the
-final settle finds that another owner holds the occurrence (or the lease expired), the context
-is cancelled, async handlers' tasks are cancelled, nothing is written, and the call returns
-``RunResult(status="aborted", lease_lost=True, error={code: "SCHEDULER_LEASE_LOST", …})``.
-(The reference rejects with ``LEASE_LOST`` instead; a result keeps worker loops simple, and the
-outcome — nothing settled by the loser — is the same.)
+:class:`Runtime` holds the configuration (store, handlers, authorizer, lease and heartbeat
+timing, retry policies) and the entry points — :meth:`~Runtime.run_next`,
+:meth:`~Runtime.run_occurrence`, :meth:`~Runtime.run_until_idle` — plus
+:meth:`~Runtime.abandon_all` for a worker's shutdown. What happens to one claimed attempt (the
+reference's checks in order, heartbeats, lost leases, settling) lives in :mod:`jobledger.attempt`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
-import logging
 import os
 import random
 import socket
@@ -34,35 +16,25 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
 from .clock import Clock
-from .contract import (
-    MAX_LEASE_MS,
-    is_safe_int,
-    normalize_identifier,
-    normalize_json,
-)
-from .errors import InvalidArgument, LeaseLost, NotFound, RuntimeRejection, SchedulerError
-from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
-from .heartbeat import Heartbeat, HeartbeatDriver, ThreadHeartbeat
+from .contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
+from .errors import InvalidArgument, NotFound, RuntimeRejection
+from .handlers import Authorizer, Handler
+from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .loop import EventLoopThread
 from .models import Occurrence
-from .outcomes import classify_failure, sanitize_error
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .store.base import Store
 
 __all__ = ["RunResult", "RunStatus", "Runtime", "RuntimeRunSummary"]
 
-logger = logging.getLogger("jobledger.runtime")
-
-RunStatus = Literal["succeeded", "retry_wait", "dead_letter", "idle", "busy", "aborted"]
-
 DEFAULT_LEASE_MS = 60_000
 MIN_LEASE_MS = 1_000
 DEFAULT_RUN_LIMIT = 100
 MAX_RUN_LIMIT = 10_000
-SHUTDOWN_REASON = "worker_shutdown"
 _STORE_METHODS = (
     "claim_next",
     "claim_occurrence",
@@ -75,52 +47,11 @@ _STORE_METHODS = (
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    """What one run produced.
-
-    ``status`` is the settled occurrence's status (``succeeded``, ``retry_wait``,
-    ``dead_letter``) or ``idle`` (nothing to claim), ``busy`` (a targeted occurrence is leased
-    elsewhere or not due), ``aborted`` (nothing settled: cancelled before claiming, lease lost,
-    or released at shutdown — see ``lease_lost`` / ``released``). ``already_settled`` marks a
-    targeted run of an occurrence that was already terminal.
-    """
-
-    status: RunStatus
-    occurrence: Occurrence | None = None
-    result: Any = None
-    error: Any = None
-    already_settled: bool = False
-    lease_lost: bool = False
-    released: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class RuntimeRunSummary:
     """What :meth:`Runtime.run_until_idle` did: why it stopped and each settled run."""
 
     status: Literal["idle", "aborted", "limit_reached"]
     results: tuple[RunResult, ...] = field(default=())
-
-
-class _Execution:
-    """One claimed attempt in flight; ``lock`` serialises settle, renew and release."""
-
-    def __init__(self, claimed: Occurrence) -> None:
-        self.claimed = claimed
-        self.lock = threading.Lock()
-        self.state: Literal["running", "settled", "released"] = "running"
-        self.lease_error: LeaseLost | None = None
-        self.context: JobContext | None = None
-        self.heartbeat: Heartbeat | None = None
-        self.kind = ""  # the job's kind once read (selects the retry policy)
-
-    def stop_heartbeat(self) -> None:
-        heartbeat, self.heartbeat = self.heartbeat, None
-        if heartbeat is not None:
-            try:
-                heartbeat.stop()
-            except Exception:
-                logger.exception("stopping a heartbeat failed")
 
 
 def default_owner_id() -> str:
@@ -208,7 +139,7 @@ class Runtime:
         self._handlers: dict[str, Handler] = {}
         self._loop = loop or EventLoopThread()
         self._owns_loop = loop is None
-        self._active: dict[int, _Execution] = {}
+        self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
         items = handlers.items() if isinstance(handlers, Mapping) else (handlers or ())
         for kind, handler in items:
@@ -343,7 +274,7 @@ class Runtime:
     def in_flight(self) -> list[Occurrence]:
         """The claims currently being executed by this runtime."""
         with self._active_lock:
-            return [execution.claimed for execution in self._active.values()]
+            return [attempt.claimed for attempt in self._active.values()]
 
     def abandon_all(self, reason: str = SHUTDOWN_REASON) -> list[Occurrence]:
         """Give up every in-flight attempt: cancel its handler and release its lease.
@@ -353,29 +284,12 @@ class Runtime:
         whatever the handler does afterwards is never settled. Returns the released occurrences.
         """
         with self._active_lock:
-            executions = list(self._active.values())
+            attempts = list(self._active.values())
         released: list[Occurrence] = []
-        for execution in executions:
-            with execution.lock:
-                if execution.state != "running":
-                    continue
-                execution.state = "released"
-                try:
-                    released.append(
-                        self.store.release_lease(
-                            occurrence_id=execution.claimed.id,
-                            owner_id=self.owner_id,
-                            fence=execution.claimed.fence,
-                            reason=reason,
-                        )
-                    )
-                except LeaseLost:
-                    pass  # already reclaimed elsewhere: nothing of ours to give back
-                except SchedulerError:
-                    logger.exception("releasing %s failed", execution.claimed.id)
-            execution.stop_heartbeat()
-            if execution.context is not None:
-                execution.context._cancel(reason)
+        for attempt in attempts:
+            occurrence = attempt.release(reason)
+            if occurrence is not None:
+                released.append(occurrence)
         return released
 
     def close(self) -> None:
@@ -391,264 +305,27 @@ class Runtime:
 
     # -- one attempt ------------------------------------------------------------------------
 
-    def _execute(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:
-        execution = _Execution(claimed)
-        with self._active_lock:
-            self._active[id(execution)] = execution
-        try:
-            return self._run_steps(execution, cancel_event)
-        finally:
-            execution.stop_heartbeat()
-            with self._active_lock:
-                self._active.pop(id(execution), None)
-
-    def _run_steps(self, execution: _Execution, cancel: threading.Event | None) -> RunResult:
-        occurrence = execution.claimed
-        job = self.store.get_job(occurrence.job_id)
-        if job is not None:
-            execution.kind = job.kind
-        if job is None:
-            return self._reject(
-                execution, "SCHEDULER_RUNTIME_JOB_MISSING", "The occurrence's job does not exist"
-            )
-        if job.revision != occurrence.job_revision:
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_STALE_REVISION",
-                "The job changed after this occurrence was enqueued",
-                details={
-                    "occurrenceRevision": occurrence.job_revision,
-                    "currentRevision": job.revision,
-                },
-            )
-        handler = self._handlers.get(job.kind)
-        if handler is None:
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_ADAPTER_MISSING",
-                f"No handler is registered for job kind {job.kind!r}",
-                details={"jobKind": job.kind},
-            )
-        request = AuthorizationRequest(job, occurrence, cancel or threading.Event())
-        try:
-            raw = self._authorize(request)
-            if inspect.isawaitable(raw):
-                raw = self._loop.run(raw)
-            decision = Decision.from_value(raw)
-        except Exception as exc:
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_AUTHORIZATION_UNAVAILABLE",
-                "The authorizer failed; the attempt will be retried",
-                retryable=True,
-                details={"errorType": type(exc).__name__},
-            )
-        if not decision.allowed:
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_AUTHORIZATION_DENIED",
-                "The authorizer did not allow this occurrence",
-                details={"reason": decision.reason or "not_allowed"},
-            )
-        lost = self._revalidate(execution)
-        if lost is not None:
-            return lost
-        if cancel is not None and cancel.is_set():
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_ABORTED",
-                "Cancelled before the handler started",
-                retryable=True,
-            )
-        context = JobContext(
-            job=job,
-            occurrence=execution.claimed,
-            decision=decision,
+    def _settings(self) -> AttemptSettings:
+        return AttemptSettings(
+            store=self.store,
             owner_id=self.owner_id,
-            renew=lambda: self._renew(execution),
-            external_cancel=cancel,
-        )
-        execution.context = context
-        if execution.state == "released":  # abandoned while we were authorizing
-            context._cancel(SHUTDOWN_REASON)
-            return self._gone(execution)
-        try:
-            execution.heartbeat = self._heartbeat.start(
-                self.renew_interval_ms, lambda: self._beat(execution)
-            )
-        except Exception:
-            logger.exception("starting the heartbeat failed")
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_TIMER_FAILED",
-                "Could not start the lease heartbeat",
-                retryable=True,
-            )
-        try:
-            value = handler(context)
-            if inspect.isawaitable(value):
-                value = self._loop.run(value, on_cancel=context.add_cancel_callback)
-        except (concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
-            if not context.cancel_event.is_set():
-                return self._fail(execution, exc)
-            return self._gone(execution)
-        except Exception as exc:
-            return self._fail(execution, exc)
-        finally:
-            execution.stop_heartbeat()
-        return self._succeed(execution, value, cancel)
-
-    # -- outcomes ---------------------------------------------------------------------------
-
-    def _succeed(
-        self, execution: _Execution, value: object, cancel: threading.Event | None
-    ) -> RunResult:
-        if execution.lease_error is not None or execution.state == "released":
-            return self._gone(execution)
-        if cancel is not None and cancel.is_set():
-            # The handler finished after cancellation; its result is deliberately not committed.
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_ABORTED",
-                "Cancelled while the handler ran; the result was not committed",
-                retryable=True,
-            )
-        try:
-            result = normalize_json(value, "result")
-        except InvalidArgument as exc:
-            return self._reject(
-                execution,
-                "SCHEDULER_RUNTIME_INVALID_RESULT",
-                f"The handler returned a value that is not storable JSON: {exc.message}",
-            )
-        return self._settle(execution, outcome="succeeded", result=result)
-
-    def _fail(self, execution: _Execution, error: BaseException) -> RunResult:
-        if execution.lease_error is not None or execution.state == "released":
-            return self._gone(execution)
-        occurrence = execution.claimed
-        plan = classify_failure(
-            error,
-            attempt=occurrence.attempt,
-            now=self.clock(),
-            policy=self.retry_policy_for(execution.kind),
+            lease_ms=self.lease_ms,
+            renew_interval_ms=self.renew_interval_ms,
+            clock=self.clock,
+            authorize=self._authorize,
+            heartbeat=self._heartbeat,
+            loop=self._loop,
             rng=self._rng,
-        )
-        return self._settle(
-            execution,
-            outcome="failed",
-            error=plan.error,
-            retryable=plan.retryable,
-            retry_at=plan.retry_at,
+            handler_for=self._handlers.get,
+            retry_policy_for=self.retry_policy_for,
         )
 
-    def _reject(
-        self,
-        execution: _Execution,
-        code: str,
-        message: str,
-        *,
-        retryable: bool = False,
-        details: dict[str, Any] | None = None,
-    ) -> RunResult:
-        error = sanitize_error(
-            RuntimeRejection(message, code=code, details=details),
-            default_code="scheduler_rejected",
-        )
-        retry_at = None
-        if retryable:
-            policy = self.retry_policy_for(execution.kind)
-            retry_at = self.clock() + policy.delay_ms(execution.claimed.attempt, self._rng)
-        return self._settle(
-            execution, outcome="failed", error=error, retryable=retryable, retry_at=retry_at
-        )
-
-    def _settle(self, execution: _Execution, **outcome: Any) -> RunResult:
-        with execution.lock:
-            if execution.state != "running":
-                settled = None
-            else:
-                try:
-                    settled = self.store.settle(
-                        occurrence_id=execution.claimed.id,
-                        owner_id=self.owner_id,
-                        fence=execution.claimed.fence,
-                        **outcome,
-                    )
-                except LeaseLost as exc:
-                    execution.lease_error = exc
-                    settled = None
-                else:
-                    execution.state = "settled"
-        if settled is None:
-            return self._gone(execution)
-        return RunResult(
-            settled.status,  # type: ignore[arg-type]
-            settled,
-            settled.result,
-            settled.last_error,
-        )
-
-    def _gone(self, execution: _Execution) -> RunResult:
-        """Nothing settled: the lease was lost, or the attempt was released at shutdown."""
+    def _execute(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:
+        attempt = Attempt(self._settings(), claimed, cancel_event)
+        with self._active_lock:
+            self._active[id(attempt)] = attempt
         try:
-            current = self.store.get_occurrence(execution.claimed.id) or execution.claimed
-        except SchedulerError:
-            current = execution.claimed
-        if execution.state == "released":
-            error = sanitize_error(
-                RuntimeRejection(
-                    "The worker gave the lease back before the handler finished",
-                    code="SCHEDULER_RUNTIME_ABORTED",
-                )
-            )
-            return RunResult("aborted", current, error=error, released=True)
-        lease_error = execution.lease_error or LeaseLost(
-            f"Occurrence lease is absent, expired, or owned by another fence: {current.id}"
-        )
-        return RunResult("aborted", current, error=sanitize_error(lease_error), lease_lost=True)
-
-    # -- leases -----------------------------------------------------------------------------
-
-    def _revalidate(self, execution: _Execution) -> RunResult | None:
-        """Step 5: renew once after (possibly slow) authorization; a lost lease ends the run."""
-        try:
-            self._renew(execution)
-        except LeaseLost:
-            return self._gone(execution)
-        return None
-
-    def _renew(self, execution: _Execution) -> Occurrence:
-        with execution.lock:
-            if execution.lease_error is not None:
-                raise execution.lease_error
-            if execution.state != "running":
-                raise LeaseLost(f"The lease on {execution.claimed.id} was given back")
-            try:
-                renewed = self.store.renew(
-                    occurrence_id=execution.claimed.id,
-                    owner_id=self.owner_id,
-                    fence=execution.claimed.fence,
-                    lease_ms=self.lease_ms,
-                )
-            except LeaseLost as exc:
-                execution.lease_error = exc
-                lost = exc
-            else:
-                if execution.context is not None:
-                    execution.context.occurrence = renewed
-                return renewed
-        if execution.context is not None:
-            execution.context._cancel("lease_lost")
-        raise lost
-
-    def _beat(self, execution: _Execution) -> None:
-        if execution.state != "running" or execution.lease_error is not None:
-            return
-        try:
-            self._renew(execution)
-        except LeaseLost:
-            logger.warning("lost the lease on %s; cancelling its handler", execution.claimed.id)
-        except SchedulerError:
-            # A transient storage failure: the lease may still be valid; try again next beat.
-            logger.exception("renewing the lease on %s failed", execution.claimed.id)
+            return attempt.run()
+        finally:
+            with self._active_lock:
+                self._active.pop(id(attempt), None)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from .contract import normalize_epoch_ms
 from .errors import InvalidArgument
+from .handlers import epoch_ms_from
 from .heartbeat import ManualHeartbeat
 from .store import open_store
 from .store.sqlite import SQLiteStore
@@ -69,7 +70,8 @@ class FakeClock:
 
     def advance(self, delta: int | timedelta) -> int:
         """Move forward by ``delta`` (ms or a timedelta); return the new reading."""
-        step = int(delta.total_seconds() * 1000) if isinstance(delta, timedelta) else delta
+        # Integer division: total_seconds() is a float and would turn 1001 ms into 1000.
+        step = delta // timedelta(milliseconds=1) if isinstance(delta, timedelta) else delta
         if type(step) is not int or step < 0:
             raise InvalidArgument("a fake clock only moves forward by a non-negative amount")
         with self._lock:
@@ -78,12 +80,7 @@ class FakeClock:
 
     def set(self, instant: int | datetime) -> int:
         """Jump to ``instant`` (epoch ms or an aware datetime); it may not go backwards."""
-        if isinstance(instant, datetime):
-            if instant.tzinfo is None:
-                raise InvalidArgument("a datetime must be timezone-aware")
-            target = int(instant.timestamp() * 1000)
-        else:
-            target = normalize_epoch_ms(instant, "instant")
+        target = epoch_ms_from(instant, "instant")  # exact, and refuses naive datetimes
         with self._lock:
             if target < self._now:
                 raise InvalidArgument("a fake clock does not move backwards")
@@ -131,7 +128,7 @@ def run_until_idle(
         try:
             return run_until_idle(runtime, limit=limit, job_kind=job_kind)
         finally:
-            runtime.close()
+            target._discard_runtime(runtime)
     if isinstance(target, Worker):
         return target.run_once(limit)
     if isinstance(target, Runtime):

@@ -5,7 +5,7 @@ down gracefully.
   Sync handlers run on their slot's thread; ``async def`` handlers run on the runtime's one
   event-loop thread while their slot waits, so they interleave with each other on that loop.
 * **Polling** — an idle slot waits ``poll_interval`` (± ``poll_jitter``, so many workers do not
-  poll in lockstep) on the store's :class:`~jobledger.store.engine.WorkSignal`; an enqueue in
+  poll in lockstep) on the store's :class:`~jobledger.store.tx.WorkSignal`; an enqueue in
   the same process (or a PostgreSQL ``NOTIFY``) wakes it at once.
 * **Shutdown** — :meth:`Worker.stop` (or SIGTERM/SIGINT while :meth:`Worker.run` runs in the
   main thread) stops claiming; in-flight work gets ``grace_period`` to finish and settle; then
@@ -30,11 +30,12 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any
 
+from .attempt import SHUTDOWN_REASON
 from .contract import is_safe_int
 from .errors import InvalidArgument
 from .models import Occurrence
 from .retry import duration_ms
-from .runtime import SHUTDOWN_REASON, RunResult, Runtime
+from .runtime import RunResult, Runtime
 
 __all__ = ["Worker", "WorkerSummary"]
 
@@ -128,38 +129,52 @@ class Worker:
     def stop(self) -> None:
         """Ask :meth:`run` to stop gracefully; a second call skips the rest of the grace period.
 
-        Safe to call from any thread and from a signal handler (it only sets events).
+        Safe to call from any thread and from a signal handler (it only sets events). A stop
+        requested before :meth:`run` starts makes that run return at once.
         """
-        if self._stop.is_set():
-            self._force.set()
-        self._stop.set()
+        stop, force = self._stop, self._force
+        if stop.is_set():
+            force.set()
+        stop.set()
 
     def run(self, *, install_signal_handlers: bool = True) -> WorkerSummary:
         """Run until :meth:`stop` (or SIGTERM/SIGINT) and a graceful shutdown; blocking.
 
         Signal handlers are installed only when called from the main thread, and the previous
-        handlers are restored on return.
+        handlers are restored on return. If this thread is interrupted (``KeyboardInterrupt``
+        without our handlers, say), in-flight attempts are given back at once and the exception
+        propagates.
         """
+        # This run's events: its slots keep watching them even if they outlive run(), so a slot
+        # whose handler ignored cancellation exits instead of claiming again after we return.
+        stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
         slots = [
-            threading.Thread(target=self._slot, name=f"jobledger-worker-{n}", daemon=True)
+            threading.Thread(
+                target=self._slot, args=(stop,), name=f"jobledger-worker-{n}", daemon=True
+            )
             for n in range(self.concurrency)
         ]
         try:
             for slot in slots:
                 slot.start()
             self._running.set()
-            while not self._stop.wait(0.5):
+            while not stop.wait(0.5):
                 if not any(slot.is_alive() for slot in slots):
                     break
-            self._shutdown(slots)
+        except BaseException:
+            force.set()
+            raise
         finally:
-            self._running.clear()
-            self._stop.clear()
-            self._force.clear()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            stop.set()
+            try:
+                self._shutdown([slot for slot in slots if slot.ident is not None], force)
+            finally:
+                self._running.clear()
+                self._stop, self._force = threading.Event(), threading.Event()
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
         return self._summary
 
     def _install_signals(self) -> dict[int, _SignalHandler]:
@@ -176,42 +191,59 @@ class Worker:
             signal.signal(signum, on_signal)
         return previous
 
-    def _shutdown(self, slots: list[threading.Thread]) -> None:
+    def _shutdown(self, slots: list[threading.Thread], force: threading.Event) -> None:
         # Wake idle slots blocked on the work signal so they see the stop request now.
         self.runtime.store.work_signal.notify()
         deadline = time.monotonic() + self.grace_period_ms / 1000
-        while any(slot.is_alive() for slot in slots):
+        while not force.is_set():
+            alive = [slot for slot in slots if slot.is_alive()]
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._force.is_set():
+            if not alive or remaining <= 0:
                 break
-            for slot in slots:
-                slot.join(timeout=min(remaining, 0.1))
-        if any(slot.is_alive() for slot in slots):
-            self._summary.forced = True
+            alive[0].join(timeout=min(remaining, 0.1))
+        if not any(slot.is_alive() for slot in slots):
+            return
+        self._summary.forced = True
+        # Repeat until the slots exit: a slot may have claimed just before the stop and only
+        # register its attempt after the first call, and that lease must be given back too.
+        abandon_deadline = time.monotonic() + ABANDON_WAIT_S
+        while True:
             released = self.runtime.abandon_all(SHUTDOWN_REASON)
+            if released:
+                logger.info("gave back %d unfinished lease(s)", len(released))
             with self._lock:
                 self._summary.released.extend(released)
-            logger.info("gave back %d unfinished lease(s)", len(released))
-            abandon_deadline = time.monotonic() + ABANDON_WAIT_S
-            for slot in slots:
-                slot.join(timeout=max(0.0, abandon_deadline - time.monotonic()))
+            alive = [slot for slot in slots if slot.is_alive()]
+            remaining = abandon_deadline - time.monotonic()
+            if not alive or remaining <= 0:
+                break
+            alive[0].join(timeout=min(remaining, 0.05))
 
-    def _slot(self) -> None:
+    def _slot(self, stop: threading.Event) -> None:
         work_signal = self.runtime.store.work_signal
-        while not self._stop.is_set():
-            seen = work_signal.generation
-            try:
-                result = self.runtime.run_next(
-                    job_kind=self.job_kind, workspace_id=self.workspace_id
-                )
-            except Exception:
-                logger.exception("claiming or running an occurrence failed")
-                self._stop.wait(self._poll_timeout())
-                continue
-            if result.status == "idle":
-                work_signal.wait(seen, self._poll_timeout())
-            else:
-                self._record(result)
+        try:
+            while True:
+                # Read the generation before checking ``stop``: a shutdown sets ``stop`` and then
+                # notifies, so either we see the stop or the wait below returns at once.
+                seen = work_signal.generation
+                if stop.is_set():
+                    return
+                try:
+                    result = self.runtime.run_next(
+                        job_kind=self.job_kind, workspace_id=self.workspace_id
+                    )
+                except Exception:
+                    logger.exception("claiming or running an occurrence failed")
+                    stop.wait(self._poll_timeout())
+                    continue
+                if result.status == "idle":
+                    work_signal.wait(seen, self._poll_timeout())
+                else:
+                    self._record(result)
+        except BaseException:
+            # SystemExit from a handler ends a thread silently; say why this slot is gone.
+            logger.exception("a worker slot stopped unexpectedly")
+            raise
 
     def _poll_timeout(self) -> float:
         spread = self._rng.uniform(1 - self.poll_jitter, 1 + self.poll_jitter)

@@ -135,3 +135,51 @@ def test_run_worker_returns_after_stop(app, clock):
     worker = app.worker(poll_interval=5)
     assert [r.status for r in worker.run_once(5)] == ["succeeded"]
     assert len(done) == 1
+
+
+# -- the testing kit ---------------------------------------------------------------------------
+
+
+def test_fake_clock_moves_by_exact_milliseconds():
+    clock = FakeClock(0)
+    assert clock.advance(timedelta(milliseconds=1001)) == 1001  # not 1000 via a float
+    assert clock.advance(timedelta(days=1, microseconds=999)) == 1001 + 86_400_000
+    target = datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)
+    assert clock.set(target) == 1_767_225_600_001
+    with pytest.raises(jobledger.InvalidArgument):
+        clock.set(datetime(2027, 1, 1))  # noqa: DTZ001 - naive datetimes are refused
+    with pytest.raises(jobledger.InvalidArgument):
+        clock.set(0)
+    with pytest.raises(jobledger.InvalidArgument):
+        clock.advance(-1)
+
+
+def test_temp_store_gives_a_fresh_file_store_removed_afterwards():
+    import tempfile
+    from pathlib import Path
+
+    from jobledger.testing import temp_store
+
+    def temp_dirs() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob("jobledger-*"))
+
+    before = temp_dirs()
+    clock = FakeClock()
+    with temp_store(clock) as store, jobledger.App(store, authorize=jobledger.allow_all) as app:
+        [made] = temp_dirs() - before
+        assert (made / "jobledger.sqlite3").exists()
+        app.handler("k")(lambda ctx: ctx.occurrence.scheduled_for)
+        app.create_job("j", "k")
+        app.enqueue("j")  # "now" is the store's clock: no clock given to the App
+        [result] = run_until_idle(app)
+        assert result.result == clock()
+    assert not made.exists()
+    with temp_store() as other:
+        assert other.get_job("j") is None
+
+
+def test_run_until_idle_does_not_pile_up_runtimes_on_the_app(app):
+    app.handler("k")(lambda ctx: None)
+    for _ in range(3):
+        run_until_idle(app)
+    assert app._runtimes == []

@@ -399,3 +399,42 @@ def test_store_heartbeat_and_policy_are_validated(store):
         rejection_code(lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, owner_id=""))
         == "SCHEDULER_INVALID_ARGUMENT"
     )
+
+
+def test_a_failing_authorizer_is_logged_not_only_recorded(store, clock, make_runtime, caplog):
+    add_job(store, clock=clock)
+
+    def raising(request: object) -> None:
+        raise ConnectionError("policy service down")
+
+    with caplog.at_level("WARNING", logger="jobledger.runtime"):
+        make_runtime({"echo": Recorder()}, authorize=raising).run_next()
+    [record] = [r for r in caplog.records if r.name == "jobledger.runtime"]
+    assert "authorizer failed" in record.getMessage()
+    assert record.exc_info[0] is ConnectionError
+
+
+def test_run_next_claims_only_the_requested_kind_and_workspace(store, clock, make_runtime):
+    for job_id, kind, workspace in [("a", "echo", "w1"), ("b", "other", "w1"), ("c", "echo", "w2")]:
+        store.create_job(
+            id=job_id,
+            kind=kind,
+            authority={"principal": {"type": "user", "id": "t"}, "workspaceId": workspace},
+        )
+        store.enqueue_occurrence(job_id=job_id, scheduled_for=clock(), trigger_key="m")
+    runtime = make_runtime({"echo": lambda ctx: ctx.job.id, "other": lambda ctx: ctx.job.id})
+    assert runtime.run_next(job_kind="other").result == "b"
+    assert runtime.run_next(job_kind="other").status == "idle"
+    assert runtime.run_next(job_kind="echo", workspace_id="w2").result == "c"
+    assert runtime.run_next(workspace_id="w2").status == "idle"
+    assert runtime.run_until_idle(workspace_id="w1").results[0].result == "a"
+
+
+def test_without_a_clock_retry_instants_come_from_the_store(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    runtime = make_runtime(
+        {"echo": lambda ctx: 1 / 0}, clock=None, retry_policy=jobledger.FixedBackoff(7_000)
+    )
+    assert runtime.clock == store.now
+    clock.advance(123)  # the store's FakeClock, far from the wall clock
+    assert runtime.run_next().occurrence.available_at == clock() + 7_000

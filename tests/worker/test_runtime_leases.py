@@ -6,6 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
 import jobledger
 from jobledger.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
@@ -208,3 +210,81 @@ def test_abandon_releases_the_lease_and_another_runtime_finishes(
         for e in store.history(occurrence_id=occurrence.id)
         if e.type == "occurrence_released"
     ] == ["worker_shutdown"]
+
+
+def test_a_release_while_the_heartbeat_starts_never_runs_the_handler(
+    store, clock: FakeClock, make_runtime
+):
+    """A worker giving the lease back between authorization and the handler's start wins."""
+    occurrence = add_job(store, clock=clock)
+    calls: list[str] = []
+    holder: list[jobledger.Runtime] = []
+
+    class ReleasingDriver:
+        def start(self, interval_ms: int, beat: Any) -> Any:
+            holder[0].abandon_all()  # the shutdown lands exactly here
+            return ManualHeartbeat().start(interval_ms, beat)
+
+    runtime = make_runtime(
+        {"echo": lambda ctx: calls.append("ran")}, heartbeat=ReleasingDriver(), owner_id="first"
+    )
+    holder.append(runtime)
+    result = runtime.run_next()
+    assert (result.status, result.released, result.lease_lost) == ("aborted", True, False)
+    assert calls == []
+    after = store.get_occurrence(occurrence.id)
+    assert (after.status, after.attempt) == ("retry_wait", 0)
+
+
+def test_a_failing_cancel_callback_does_not_stop_the_release(store, clock: FakeClock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    started = threading.Event()
+    called: list[str] = []
+
+    def handler(ctx: jobledger.JobContext) -> None:
+        def explode() -> None:
+            raise RuntimeError("callback bug")
+
+        ctx.add_cancel_callback(explode)
+        ctx.add_cancel_callback(lambda: called.append("second"))
+        started.set()
+        ctx.cancel_event.wait(WAIT_S)
+
+    runtime = make_runtime({"echo": handler})
+    thread, box = run_in_thread(runtime.run_next)
+    assert started.wait(WAIT_S)
+    released = runtime.abandon_all()  # must not raise the callback's error
+    thread.join(WAIT_S)
+    assert [o.id for o in released] == [occurrence.id]
+    assert called == ["second"]
+    assert box[0].released is True
+
+
+@pytest.mark.filterwarnings("ignore:coroutine '_await' was never awaited:RuntimeWarning")
+def test_waiting_on_a_stopped_event_loop_does_not_hang():
+    """A coroutine scheduled as the loop shuts down never runs; the caller must not wait forever."""
+    import concurrent.futures
+
+    from jobledger.loop import EventLoopThread
+
+    loop_thread = EventLoopThread()
+    stopped = asyncio.new_event_loop()  # a loop that is not running, as after close() stops it
+    loop_thread._ensure = lambda: stopped  # the race: _ensure returned just before close()
+    raised: list[BaseException] = []
+    never_run = asyncio.sleep(0)
+
+    def call() -> None:
+        try:
+            loop_thread.run(never_run)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(WAIT_S)
+    try:
+        assert not thread.is_alive(), "EventLoopThread.run waited forever on a stopped loop"
+        assert [type(e) for e in raised] == [concurrent.futures.CancelledError]
+    finally:
+        stopped.close()
+        never_run.close()

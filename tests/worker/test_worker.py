@@ -208,3 +208,179 @@ def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, mak
     assert renewed.is_set()
     assert event_types(store, occurrence.id).count("occurrence_renewed") >= 2
     assert isinstance(ManualHeartbeat(), jobledger.heartbeat.HeartbeatDriver)
+
+
+# -- shutdown races (each reproduced deterministically) -------------------------------------
+
+
+class SignalProxy:
+    """Delegates to the store's work signal; the first generation read runs ``on_first_read``."""
+
+    def __init__(self, real: Any, on_first_read: Any) -> None:
+        self._real = real
+        self._on_first_read = on_first_read
+
+    @property
+    def generation(self) -> int:
+        hook, self._on_first_read = self._on_first_read, None
+        if hook is not None:
+            hook()
+        return self._real.generation
+
+    def wait(self, seen: int, timeout_s: float) -> int:
+        return self._real.wait(seen, timeout_s)
+
+    def notify(self) -> None:
+        self._real.notify()
+
+
+class StoreProxy:
+    """A real store with some attributes overridden."""
+
+    def __init__(self, store: jobledger.Store, **overrides: Any) -> None:
+        self._store = store
+        self.__dict__.update(overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_stop_between_the_stop_check_and_the_poll_wakes_the_idle_slot(store, clock, make_runtime):
+    """A slot that checked ``stop`` just before a shutdown notified must not sleep a full poll."""
+    runtime = make_runtime({"echo": lambda ctx: None})
+    worker = jobledger.Worker(runtime, poll_interval=3_600_000, grace_period=3_600_000)
+    real = store.work_signal
+
+    def stop_and_wait_for_the_shutdown_notify() -> None:
+        before = real.generation
+        worker.stop()
+        for _ in range(500):
+            if real.generation != before:
+                return
+            threading.Event().wait(0.01)
+
+    runtime.store = StoreProxy(
+        store, work_signal=SignalProxy(real, stop_and_wait_for_the_shutdown_notify)
+    )
+    thread, box = start(worker)
+    thread.join(WAIT_S)
+    assert not thread.is_alive(), "the idle slot slept through the shutdown"
+    assert box[0].forced is False
+
+
+def test_a_claim_registered_after_the_first_abandon_is_still_released(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    claimed, gate = threading.Event(), threading.Event()
+
+    def claim_next(**kwargs: Any) -> Any:
+        result = store.claim_next(**kwargs)
+        claimed.set()
+        gate.wait(WAIT_S)  # hold the claim until the worker has abandoned once
+        return result
+
+    def stubborn(ctx: jobledger.JobContext) -> str:
+        ctx.cancel_event.wait(WAIT_S)
+        return "too late"
+
+    runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
+    runtime.store = StoreProxy(store, claim_next=claim_next)
+    original_abandon = runtime.abandon_all
+
+    def abandon_all(reason: str) -> list[jobledger.Occurrence]:
+        released = original_abandon(reason)
+        gate.set()
+        return released
+
+    runtime.abandon_all = abandon_all
+    worker = jobledger.Worker(runtime, grace_period=0)
+    thread, box = start(worker)
+    assert claimed.wait(WAIT_S)
+    worker.stop()
+    thread.join(WAIT_S)
+    assert not thread.is_alive()
+    assert [o.id for o in box[0].released] == [occurrence.id]
+    after = store.get_occurrence(occurrence.id)
+    assert (after.status, after.attempt, after.lease_owner) == ("retry_wait", 0, None)
+
+
+def test_a_slot_that_outlives_run_never_claims_again(store, clock, make_runtime, monkeypatch):
+    monkeypatch.setattr(jobledger.worker, "ABANDON_WAIT_S", 0.05)
+    add_job(store, "job-1", clock=clock)
+    started, gate = threading.Event(), threading.Event()
+    slots: list[threading.Thread] = []
+    later: list[str] = []
+
+    def ignores_cancellation(ctx: jobledger.JobContext) -> None:
+        slots.append(threading.current_thread())
+        started.set()
+        gate.wait(WAIT_S)
+
+    runtime = make_runtime({"echo": ignores_cancellation, "later": later.append})
+    worker = jobledger.Worker(runtime, grace_period=0, poll_interval=10)
+    thread, box = start(worker)
+    assert started.wait(WAIT_S)
+    worker.stop()
+    thread.join(WAIT_S)
+    assert not thread.is_alive()
+    assert len(box[0].released) == 1
+    second = add_job(store, "job-2", kind="later", clock=clock)
+    gate.set()  # the abandoned handler finally returns on its slot thread
+    slots[0].join(WAIT_S)
+    assert not slots[0].is_alive(), "the slot kept polling after run() returned"
+    assert later == []
+    assert store.get_occurrence(second.id).status == "queued"
+
+
+def test_idle_polls_are_jittered_within_bounds(make_runtime):
+    import random
+
+    worker = jobledger.Worker(
+        make_runtime({}), poll_interval=1000, poll_jitter=0.25, rng=random.Random(7)
+    )
+    waits = [worker._poll_timeout() for _ in range(500)]
+    assert all(0.75 <= w <= 1.25 for w in waits)
+    assert max(waits) - min(waits) > 0.3  # actually spread, not a constant
+    steady = jobledger.Worker(make_runtime({}), poll_interval=1000, poll_jitter=0)
+    assert {steady._poll_timeout() for _ in range(10)} == {1.0}
+
+
+def test_async_handlers_share_one_event_loop_thread(store, clock, make_runtime):
+    for n in range(3):
+        add_job(store, f"async-{n}", kind="async", clock=clock)
+    threads: set[str] = set()
+
+    async def handler(ctx: jobledger.JobContext) -> None:
+        threads.add(threading.current_thread().name)
+
+    runtime = make_runtime({"async": handler})
+    assert [r.status for r in jobledger.Worker(runtime).run_once(5)] == ["succeeded"] * 3
+    assert threads == {"jobledger-asyncio"}
+
+
+def test_an_interrupted_run_gives_leases_back_at_once(store, clock, make_runtime):
+    import signal
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        pytest.skip("needs the default SIGINT handler in the main thread")
+    occurrence = add_job(store, clock=clock)
+    started = threading.Event()
+
+    def handler(ctx: jobledger.JobContext) -> None:
+        started.set()
+        ctx.cancel_event.wait(WAIT_S)
+
+    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=3_600_000)
+
+    def interrupt() -> None:
+        if started.wait(WAIT_S):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        worker.run(install_signal_handlers=False)  # Ctrl-C lands in run()'s wait
+    assert worker.summary.forced is True
+    assert [o.id for o in worker.summary.released] == [occurrence.id]
+    assert store.get_occurrence(occurrence.id).status == "retry_wait"
