@@ -13,6 +13,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -232,6 +233,22 @@ class SQLiteConnection:
             self._conn.close()
             if self._gate is not None:
                 self._gate.close()
+
+    def enable_wal(self) -> None:
+        """Switch the file to WAL, retrying while another connection blocks the switch.
+
+        Changing the journal mode needs an exclusive lock, and SQLite reports a conflict at
+        once instead of calling the busy handler; wait for it here, up to the busy timeout.
+        """
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
 
     def pragma(self, name: str) -> Any:
         row = self._conn.execute(f"PRAGMA {name}").fetchone()

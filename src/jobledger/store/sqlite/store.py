@@ -101,7 +101,7 @@ class SQLiteStore(LedgerStore):
             connection = SQLiteConnection(location, busy_timeout_ms=busy_timeout_ms)
             backup = schema.ensure_schema(connection, now=now, migrate=migrate)
             if path is not None:
-                connection.raw.execute("PRAGMA journal_mode = WAL")
+                connection.enable_wal()
             connection.raw.execute("PRAGMA synchronous = FULL")
             if path is not None:
                 ensure_private_files(path)
