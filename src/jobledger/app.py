@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .clock import Clock
-from .errors import InvalidArgument, RuntimeRejection
+from .errors import InvalidArgument
 from .handlers import Authorizer, Handler, epoch_ms_from
 from .heartbeat import HeartbeatDriver
 from .models import Event, Job, Occurrence
@@ -110,19 +110,10 @@ class App:
 
     def handler(self, kind: str, *, retry: BackoffPolicy | None = None) -> Callable[[H], H]:
         """Decorator: handle jobs of ``kind`` with the decorated function (sync or async)."""
-        key = Runtime._check_kind(kind)
+        key = Runtime.normalize_kind(kind)  # a bad kind fails when the decorator is made
 
         def register(function: H) -> H:
-            if not callable(function):
-                raise RuntimeRejection(
-                    f"the handler for {key!r} must be callable",
-                    code="SCHEDULER_RUNTIME_INVALID_HANDLER",
-                )
-            if key in self._handlers:
-                raise RuntimeRejection(
-                    f"a handler for {key!r} is already registered",
-                    code="SCHEDULER_RUNTIME_DUPLICATE_HANDLER",
-                )
+            Runtime.check_handler(key, function, self._handlers)
             self._handlers[key] = (function, retry)
             return function
 

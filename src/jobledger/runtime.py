@@ -14,7 +14,7 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -159,7 +159,8 @@ class Runtime:
         return policy
 
     @staticmethod
-    def _check_kind(kind: object) -> str:
+    def normalize_kind(kind: object) -> str:
+        """A handler's job kind: an identifier of at most 128 characters."""
         try:
             return normalize_identifier(kind, "kind", max_length=128)
         except InvalidArgument as exc:
@@ -168,21 +169,31 @@ class Runtime:
                 code="SCHEDULER_RUNTIME_INVALID_HANDLER",
             ) from exc
 
-    def register_handler(
-        self, kind: str, handler: Handler, *, retry: BackoffPolicy | None = None
-    ) -> Runtime:
-        """Handle job ``kind`` with ``handler`` (optionally with its own backoff); chainable."""
-        key = self._check_kind(kind)
+    @classmethod
+    def check_handler(cls, kind: object, handler: object, registered: Container[str]) -> str:
+        """Validate a handler registration; return the normalized kind.
+
+        ``SCHEDULER_RUNTIME_INVALID_HANDLER`` for a bad kind or a non-callable handler,
+        ``SCHEDULER_RUNTIME_DUPLICATE_HANDLER`` when ``registered`` already has the kind.
+        """
+        key = cls.normalize_kind(kind)
         if not callable(handler):
             raise RuntimeRejection(
                 f"the handler for {key!r} must be callable",
                 code="SCHEDULER_RUNTIME_INVALID_HANDLER",
             )
-        if key in self._handlers:
+        if key in registered:
             raise RuntimeRejection(
                 f"a handler for {key!r} is already registered",
                 code="SCHEDULER_RUNTIME_DUPLICATE_HANDLER",
             )
+        return key
+
+    def register_handler(
+        self, kind: str, handler: Handler, *, retry: BackoffPolicy | None = None
+    ) -> Runtime:
+        """Handle job ``kind`` with ``handler`` (optionally with its own backoff); chainable."""
+        key = self.check_handler(kind, handler, self._handlers)
         self._handlers[key] = handler
         if retry is not None:
             self.set_retry_policy(key, retry)
@@ -190,7 +201,7 @@ class Runtime:
 
     def set_retry_policy(self, kind: str, policy: BackoffPolicy) -> None:
         """Use ``policy`` for retryable failures of job ``kind``."""
-        self._policies[self._check_kind(kind)] = self._check_policy(policy, "retry policy")
+        self._policies[self.normalize_kind(kind)] = self._check_policy(policy, "retry policy")
 
     def retry_policy_for(self, kind: str) -> BackoffPolicy:
         return self._policies.get(kind, self._default_policy)
