@@ -265,9 +265,23 @@ class Attempt:
         retry_at = None
         if retryable:
             policy = self.settings.retry_policy_for(self.kind)
-            retry_at = self.settings.clock() + policy.delay_ms(
-                self.claimed.attempt, self.settings.rng
-            )
+            try:
+                retry_at = self.settings.clock() + policy.delay_ms(
+                    self.claimed.attempt, self.settings.rng
+                )
+            except Exception as exc:
+                # A broken retry policy is a programming error: surface it as a dead letter
+                # (like a failing error classifier) instead of escaping with the lease held.
+                logger.exception("retry policy for %r failed", self.kind)
+                error = sanitize_error(
+                    RuntimeRejection(
+                        "The retry policy failed while scheduling a retry",
+                        code="SCHEDULER_RUNTIME_ERROR_POLICY_FAILED",
+                        details={"errorType": type(exc).__name__, "rejected": code},
+                    ),
+                    default_code="scheduler_rejected",
+                )
+                retryable = False
         return self._settle(outcome="failed", error=error, retryable=retryable, retry_at=retry_at)
 
     def _settle(self, **outcome: Any) -> RunResult:

@@ -438,3 +438,27 @@ def test_without_a_clock_retry_instants_come_from_the_store(store, clock, make_r
     assert runtime.clock == store.now
     clock.advance(123)  # the store's FakeClock, far from the wall clock
     assert runtime.run_next().occurrence.available_at == clock() + 7_000
+
+
+class BrokenPolicy:
+    def delay_ms(self, attempt: int, rng: object) -> int:
+        raise ZeroDivisionError("bad policy")
+
+
+def test_a_failing_retry_policy_on_a_retryable_rejection_dead_letters(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+
+    def raising(request: object) -> None:
+        raise ConnectionError("policy service down")
+
+    handler = Recorder()
+    result = make_runtime(
+        {"echo": handler}, authorize=raising, retry_policy=BrokenPolicy()
+    ).run_next()
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_ERROR_POLICY_FAILED"
+    assert result.error["details"]["rejected"] == "SCHEDULER_RUNTIME_AUTHORIZATION_UNAVAILABLE"
+    assert handler.calls == []
+    current = store.get_occurrence(occurrence.id)
+    assert current.status == "dead_letter"
+    assert current.lease_owner is None
