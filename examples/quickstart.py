@@ -20,7 +20,7 @@ with jobledger.open_store(target) as store:  # SQLite, created on first use
     )
 
     # One firing of the job. Enqueueing the same firing again is a no-op (deduplicated=True).
-    now = jobledger.system_clock()
+    now = store.now()  # epoch ms, from the store's clock
     occurrence = store.enqueue_occurrence(
         job_id=job.id, scheduled_for=now, trigger_key="manual:first"
     )
