@@ -158,6 +158,27 @@ class StorageUnavailable(SchedulerError):
 
     default_code = "SCHEDULER_STORAGE_UNAVAILABLE"
 
+    @classmethod
+    def during(
+        cls,
+        message: str,
+        *,
+        phase: str,
+        storage_code: str,
+        commit_state: str,
+        retryable: bool,
+    ) -> StorageUnavailable:
+        """The one shape of storage-failure details every store reports."""
+        return cls(
+            message,
+            details={
+                "phase": phase,
+                "storageCode": storage_code,
+                "commitState": commit_state,
+                "retryable": retryable,
+            },
+        )
+
 
 class RuntimeRejection(SchedulerError):
     """A runtime configuration or execution rejection (``SCHEDULER_RUNTIME_*``)."""

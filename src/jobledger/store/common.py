@@ -192,6 +192,17 @@ def normalize_settle_args(
     return str(outcome), result_json, error_json, retryable, retry
 
 
+def normalize_lease_holder(
+    occurrence_id: object, owner_id: object, fence: object
+) -> tuple[str, str, int]:
+    """The (occurrence, owner, fence) triple every write under a lease presents."""
+    return (
+        contract.normalize_identifier(occurrence_id, "occurrenceId"),
+        contract.normalize_identifier(owner_id, "ownerId"),
+        contract.normalize_positive_int(fence, "fence"),
+    )
+
+
 def lease_expiry(now: int, lease_ms: int) -> int:
     expires = now + lease_ms
     if expires > contract.MAX_SAFE_INTEGER:

@@ -139,9 +139,7 @@ class LeaseOperations(OperationsBase):
         return self._write(body)
 
     def renew(self, *, occurrence_id: str, owner_id: str, fence: int, lease_ms: int) -> Occurrence:
-        key = contract.normalize_identifier(occurrence_id, "occurrenceId")
-        owner = contract.normalize_identifier(owner_id, "ownerId")
-        token = contract.normalize_positive_int(fence, "fence")
+        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
         lease = contract.normalize_lease_ms(lease_ms)
 
         def body(tx: Tx) -> Occurrence:
@@ -186,9 +184,7 @@ class LeaseOperations(OperationsBase):
         retryable: bool = True,
         retry_at: int | None = None,
     ) -> Occurrence:
-        key = contract.normalize_identifier(occurrence_id, "occurrenceId")
-        owner = contract.normalize_identifier(owner_id, "ownerId")
-        token = contract.normalize_positive_int(fence, "fence")
+        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
         kind, result_json, error_json, retry, retry_time = common.normalize_settle_args(
             outcome=outcome, result=result, error=error, retryable=retryable, retry_at=retry_at
         )
@@ -248,9 +244,7 @@ class LeaseOperations(OperationsBase):
     def release_lease(
         self, *, occurrence_id: str, owner_id: str, fence: int, reason: str
     ) -> Occurrence:
-        key = contract.normalize_identifier(occurrence_id, "occurrenceId")
-        owner = contract.normalize_identifier(owner_id, "ownerId")
-        token = contract.normalize_positive_int(fence, "fence")
+        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
         why = contract.normalize_identifier(reason, "reason", max_length=128)
 
         def body(tx: Tx) -> Occurrence:

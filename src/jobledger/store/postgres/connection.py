@@ -152,25 +152,34 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
     code = state or type(exc).__name__
     error: SchedulerError
     if isinstance(exc, psycopg_pool.PoolTimeout):
-        error = StorageUnavailable(
+        error = StorageUnavailable.during(
             "No PostgreSQL connection became free in time; raise pool_max_size or pool_timeout",
-            details=_details(phase, "POOL_TIMEOUT", commit_state, retryable=True),
+            phase=phase,
+            storage_code="POOL_TIMEOUT",
+            commit_state=commit_state,
+            retryable=True,
         )
     elif is_conflict(exc):
-        error = StorageUnavailable(
+        error = StorageUnavailable.during(
             "PostgreSQL kept aborting the transaction for conflicts with concurrent writers",
-            details=_details(phase, code, commit_state, retryable=True),
+            phase=phase,
+            storage_code=code,
+            commit_state=commit_state,
+            retryable=True,
         )
     elif (
         isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
         or state in _PERMANENT_STATES
     ):
         retryable = state not in _PERMANENT_STATES
-        error = StorageUnavailable(
+        error = StorageUnavailable.during(
             "Scheduler storage is unavailable (PostgreSQL connection lost or server refused)"
             if retryable
             else "Scheduler storage is unavailable (PostgreSQL cannot store the change)",
-            details=_details(phase, code, commit_state, retryable=retryable),
+            phase=phase,
+            storage_code=code,
+            commit_state=commit_state,
+            retryable=retryable,
         )
     elif isinstance(exc, psycopg.DatabaseError):
         error = DataCorrupt(
@@ -179,21 +188,15 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
             details={"phase": phase, "storageCode": code, "commitState": commit_state},
         )
     else:
-        error = StorageUnavailable(
+        error = StorageUnavailable.during(
             "Scheduler storage is unavailable",
-            details=_details(phase, code, commit_state, retryable=False),
+            phase=phase,
+            storage_code=code,
+            commit_state=commit_state,
+            retryable=False,
         )
     error.__cause__ = exc
     return error
-
-
-def _details(phase: str, code: str, commit_state: str, *, retryable: bool) -> dict[str, Any]:
-    return {
-        "phase": phase,
-        "storageCode": code,
-        "commitState": commit_state,
-        "retryable": retryable,
-    }
 
 
 class _Retry(Exception):

@@ -68,25 +68,21 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
     code = _storage_code(exc)
     if code is not None:
         # No cause and no path: storage errors can carry file names and native messages.
-        return StorageUnavailable(
+        return StorageUnavailable.during(
             "Scheduler storage is unavailable",
-            details={
-                "phase": phase,
-                "storageCode": code,
-                "commitState": commit_state,
-                "retryable": False,
-            },
+            phase=phase,
+            storage_code=code,
+            commit_state=commit_state,
+            retryable=False,
         )
     error: SchedulerError
     if isinstance(exc, sqlite3.Error) and _is_busy(exc):
-        error = StorageUnavailable(
+        error = StorageUnavailable.during(
             "Scheduler storage stayed busy longer than the busy timeout",
-            details={
-                "phase": phase,
-                "storageCode": "SQLITE_BUSY",
-                "commitState": commit_state,
-                "retryable": True,
-            },
+            phase=phase,
+            storage_code="SQLITE_BUSY",
+            commit_state=commit_state,
+            retryable=True,
         )
         error.__cause__ = exc
         return error
@@ -317,14 +313,12 @@ class SQLiteConnection:
         if self._conn.in_transaction and not self._rollback():
             # A previous rollback failed and left a transaction open; refuse rather than
             # nest this write inside whatever that transaction holds.
-            raise StorageUnavailable(
+            raise StorageUnavailable.during(
                 "Scheduler storage is unavailable",
-                details={
-                    "phase": "write",
-                    "storageCode": "SQLITE_IOERR",
-                    "commitState": "not_committed",
-                    "retryable": False,
-                },
+                phase="write",
+                storage_code="SQLITE_IOERR",
+                commit_state="not_committed",
+                retryable=False,
             )
         for attempt in range(1, BEGIN_ATTEMPTS + 1):
             try:
