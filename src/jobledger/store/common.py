@@ -6,6 +6,7 @@ only differ in *how* they read and write rows, never in *what* they decide.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,6 +66,12 @@ def load_queries(path: Path) -> dict[str, str]:
             raise ValueError(f"duplicate query name {name!r} in {path}")
         queries[name] = body.strip().rstrip(";")
     return queries
+
+
+def migration_checksum(ddl: str) -> str:
+    """A migration's checksum, as the reference computes it: SHA-256 of the trimmed DDL text
+    with CRLF line ends turned into LF. The same rule for every dialect."""
+    return hashlib.sha256(ddl.strip().replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
 # -- argument normalization --------------------------------------------------------------------

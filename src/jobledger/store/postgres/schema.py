@@ -26,6 +26,7 @@ from typing import Any
 
 from ...errors import MigrationRequired, SchemaCorrupt, SchemaUnknown
 from ...models import MigrationRecord, SchemaInfo
+from ..common import migration_checksum
 from .connection import PgConnection, begin_sql, execute_begin, rollback_quietly
 
 __all__ = [
@@ -56,7 +57,7 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.ddl.strip().replace("\r\n", "\n").encode("utf-8")).hexdigest()
+        return migration_checksum(self.ddl)
 
 
 # (column, information_schema data_type, nullable) per table, in column order.

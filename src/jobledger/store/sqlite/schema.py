@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import MigrationRequired, SchemaCorrupt, SchemaUnknown
 from ...models import MigrationRecord, SchemaInfo
+from ..common import migration_checksum
 from .connection import SQLiteConnection
 
 __all__ = [
@@ -47,7 +48,7 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.ddl.strip().replace("\r\n", "\n").encode("utf-8")).hexdigest()
+        return migration_checksum(self.ddl)
 
 
 def _ddl(file_name: str) -> str:
