@@ -30,7 +30,7 @@ from .errors import (
 )
 from .handlers import AuthorizationRequest, Decision, Fail, JobContext, Retry, allow_all
 from .heartbeat import ManualHeartbeat, ThreadHeartbeat
-from .models import Event, Job, MigrationRecord, Occurrence, SchemaInfo
+from .models import Event, Job, MigrationRecord, Occurrence, SchemaInfo, Settlement
 from .retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
 from .runtime import RunResult, Runtime, RuntimeRunSummary
 from .store import UNSET, SQLiteStore, Store, open_store
@@ -76,6 +76,7 @@ __all__ = [
     "SchemaError",
     "SchemaInfo",
     "SchemaUnknown",
+    "Settlement",
     "StorageUnavailable",
     "Store",
     "StoreClosed",

@@ -16,6 +16,7 @@ __all__ = [
     "Occurrence",
     "OccurrenceStatus",
     "SchemaInfo",
+    "Settlement",
 ]
 
 OccurrenceStatus = Literal["queued", "running", "retry_wait", "succeeded", "dead_letter"]
@@ -70,6 +71,24 @@ class Occurrence:
     @property
     def is_terminal(self) -> bool:
         return self.status in ("succeeded", "dead_letter")
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One settle in a :meth:`~jobledger.Store.settle_batch`: the same fields as ``settle``.
+
+    ``outcome`` is ``"succeeded"`` (stores ``result``) or ``"failed"`` (stores ``error``; see
+    ``retryable`` and ``retry_at``). The store validates every field, as ``settle`` does.
+    """
+
+    occurrence_id: str
+    owner_id: str
+    fence: int
+    outcome: Literal["succeeded", "failed"]
+    result: Any = None
+    error: Any = None
+    retryable: bool = True
+    retry_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobledger import Settlement
+
 from .helpers import claim, enqueue, make_job, raises_code
 
 CLOSED = "SCHEDULER_STORE_CLOSED"
@@ -46,6 +48,11 @@ def _writes(valid: bool):
             job_id=ident("job-a"), scheduled_for=0, trigger_key="t3"
         ),
         "claim_next": lambda s, a: s.claim_next(owner_id=ident("w1"), lease_ms=1_000),
+        "claim_batch": lambda s, a: s.claim_batch(owner_id=ident("w1"), lease_ms=1_000, limit=2),
+        "settle_batch": lambda s, a: s.settle_batch(
+            [Settlement(occurrence_id=ident("occ_x"), owner_id="w1", fence=1, outcome="succeeded")]
+        ),
+        "settle_batch_empty": lambda s, a: s.settle_batch([] if valid else [None]),
         "claim_occurrence": lambda s, a: s.claim_occurrence(
             occurrence_id=ident("occ_x"), owner_id="w1", lease_ms=1_000
         ),

@@ -22,10 +22,11 @@ Shared rules for every operation:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ..models import Event, Job, Occurrence, SchemaInfo
+from ..errors import LeaseLost
+from ..models import Event, Job, Occurrence, SchemaInfo, Settlement
 
 if TYPE_CHECKING:
     from .tx import WorkSignal
@@ -176,6 +177,25 @@ class Store(Protocol):
         """
         ...
 
+    def claim_batch(
+        self,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        limit: int,
+        job_kind: str | None = None,
+        workspace_id: str | None = None,
+    ) -> list[Occurrence]:
+        """Lease up to ``limit`` (1..1000) claimable occurrences in one transaction.
+
+        The same as ``limit`` :meth:`claim_next` calls at one instant — same dead-lettering,
+        same order, one claim event each — but with one commit, so a worker with several idle
+        slots pays for one transaction instead of one per slot. Returns fewer (or none) when
+        fewer are claimable. Every lease expires at the same instant: claim only what you are
+        about to start.
+        """
+        ...
+
     def claim_occurrence(
         self, *, occurrence_id: str, owner_id: str, lease_ms: int
     ) -> Occurrence | None:
@@ -213,6 +233,17 @@ class Store(Protocol):
         ``retry_wait`` (available at ``max(now, retry_at)``) when ``retryable`` and attempts
         remain, else to ``dead_letter``. Appends ``occurrence_succeeded``,
         ``occurrence_retry_scheduled`` (with ``retryAt``) or ``occurrence_dead_lettered``.
+        """
+        ...
+
+    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
+        """Settle several attempts in one transaction, each as :meth:`settle` would.
+
+        Every item is validated before anything is read (a bad one raises
+        ``SCHEDULER_INVALID_ARGUMENT`` with ``details["index"]`` and changes nothing; so does
+        an occurrence named twice). Each item is fenced on its own: one whose lease is lost is
+        returned as a :class:`~jobledger.LeaseLost` in its place, changes nothing, and does
+        not stop the others. Results are in input order; one commit covers them all.
         """
         ...
 

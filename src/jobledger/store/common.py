@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import contract
 from ..errors import DataCorrupt, InvalidArgument, LeaseLost
-from ..models import Event, Job, Occurrence
+from ..models import Event, Job, Occurrence, Settlement
 from .base import UNSET
 
 __all__ = [
@@ -174,15 +174,33 @@ def normalize_limit(value: object, *, default: int = 2) -> int:
     return max(1, min(int(value), contract.MAX_HISTORY_LIMIT))
 
 
-def normalize_settle_args(
+@dataclass(frozen=True, slots=True)
+class SettleRequest:
+    """A validated settle: the lease it presents and the outcome, already encoded as JSON."""
+
+    occurrence_id: str
+    owner_id: str
+    fence: int
+    outcome: str
+    result_json: str | None
+    error_json: str | None
+    retryable: bool
+    retry_at: int | None
+
+
+def normalize_settle_request(
     *,
+    occurrence_id: object,
+    owner_id: object,
+    fence: object,
     outcome: object,
     result: object,
     error: object,
     retryable: object,
     retry_at: object,
-) -> tuple[str, str | None, str | None, bool, int | None]:
-    """Validate settle's arguments: (outcome, result_json, error_json, retryable, retry_at)."""
+) -> SettleRequest:
+    """Validate settle's arguments in the reference's order (lease holder first)."""
+    key, owner, token = normalize_lease_holder(occurrence_id, owner_id, fence)
     if outcome not in ("succeeded", "failed"):
         raise InvalidArgument("outcome must be succeeded or failed")
     if type(retryable) is not bool:
@@ -196,7 +214,53 @@ def normalize_settle_args(
     retry = None
     if outcome == "failed" and retry_at is not None:
         retry = contract.normalize_epoch_ms(retry_at, "retryAt")
-    return str(outcome), result_json, error_json, retryable, retry
+    return SettleRequest(key, owner, token, str(outcome), result_json, error_json, retryable, retry)
+
+
+def normalize_settlements(settlements: object) -> list[SettleRequest]:
+    """Validate a whole batch before anything is written; each occurrence at most once."""
+    if not isinstance(settlements, (list, tuple)):
+        raise InvalidArgument("settlements must be a list of Settlement")
+    if len(settlements) > contract.MAX_BATCH_SIZE:
+        raise InvalidArgument(f"settlements must hold at most {contract.MAX_BATCH_SIZE} items")
+    requests: list[SettleRequest] = []
+    seen: set[str] = set()
+    for index, item in enumerate(settlements):
+        if not isinstance(item, Settlement):
+            raise InvalidArgument(
+                f"settlements[{index}] must be a Settlement", details={"index": index}
+            )
+        try:
+            request = normalize_settle_request(
+                occurrence_id=item.occurrence_id,
+                owner_id=item.owner_id,
+                fence=item.fence,
+                outcome=item.outcome,
+                result=item.result,
+                error=item.error,
+                retryable=item.retryable,
+                retry_at=item.retry_at,
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"settlements[{index}]: {exc.message}", details={"index": index}
+            ) from exc
+        if request.occurrence_id in seen:
+            raise InvalidArgument(
+                f"settlements[{index}] settles {request.occurrence_id} a second time",
+                details={"index": index},
+            )
+        seen.add(request.occurrence_id)
+        requests.append(request)
+    return requests
+
+
+def normalize_batch_limit(value: object) -> int:
+    """How many occurrences one batch may claim: an integer from 1 to ``MAX_BATCH_SIZE``."""
+    limit = contract.normalize_positive_int(value, "limit")
+    if limit > contract.MAX_BATCH_SIZE:
+        raise InvalidArgument(f"limit must be at most {contract.MAX_BATCH_SIZE}")
+    return limit
 
 
 def normalize_lease_holder(

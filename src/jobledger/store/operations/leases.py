@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ... import contract
-from ...errors import ClaimConflict, NotFound, RequeueConflict
-from ...models import Occurrence
+from ...errors import ClaimConflict, LeaseLost, NotFound, RequeueConflict
+from ...models import Occurrence, Settlement
 from .. import common
 from ..base import Outcome
 from ..tx import Row, Tx
@@ -87,6 +88,20 @@ class LeaseOperations(OperationsBase):
         )
         return claimed
 
+    def _claim_one(
+        self, tx: Tx, now: int, *, owner: str, lease: int, kind: str | None, workspace: str | None
+    ) -> Occurrence | None:
+        """claim_next's body: dead-letter expired final leases, then claim the most overdue."""
+        self._dead_letter_expired_leases(tx, now)
+        candidate = tx.one(
+            "claim_next_candidate", {"now": now, "job_kind": kind, "workspace_id": workspace}
+        )
+        if candidate is None:
+            return None
+        return self._apply_claim(
+            tx, candidate, owner=owner, lease_ms=lease, now=now, targeted=False
+        )
+
     def claim_next(
         self,
         *,
@@ -103,16 +118,41 @@ class LeaseOperations(OperationsBase):
         def body(tx: Tx) -> Occurrence | None:
             now = tx.now()
             common.lease_expiry(now, lease)
-            self._dead_letter_expired_leases(tx, now)
-            candidate = tx.one(
-                "claim_next_candidate",
-                {"now": now, "job_kind": kind, "workspace_id": workspace},
+            return self._claim_one(
+                tx, now, owner=owner, lease=lease, kind=kind, workspace=workspace
             )
-            if candidate is None:
-                return None
-            return self._apply_claim(
-                tx, candidate, owner=owner, lease_ms=lease, now=now, targeted=False
-            )
+
+        return self._write(body)
+
+    def claim_batch(
+        self,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        limit: int,
+        job_kind: str | None = None,
+        workspace_id: str | None = None,
+    ) -> list[Occurrence]:
+        owner = contract.normalize_identifier(owner_id, "ownerId")
+        lease = contract.normalize_lease_ms(lease_ms)
+        count = common.normalize_batch_limit(limit)
+        kind = common.normalize_optional_identifier(job_kind, "jobKind", 128)
+        workspace = common.normalize_optional_identifier(workspace_id, "workspaceId")
+
+        def body(tx: Tx) -> list[Occurrence]:
+            now = tx.now()
+            common.lease_expiry(now, lease)
+            claimed: list[Occurrence] = []
+            # Exactly ``count`` claim_next bodies at one instant, so a batch claims what the same
+            # number of claim_next calls would have, in the same order, with the same events.
+            while len(claimed) < count:
+                occurrence = self._claim_one(
+                    tx, now, owner=owner, lease=lease, kind=kind, workspace=workspace
+                )
+                if occurrence is None:
+                    break
+                claimed.append(occurrence)
+            return claimed
 
         return self._write(body)
 
@@ -172,6 +212,57 @@ class LeaseOperations(OperationsBase):
 
         return self._write(body)
 
+    def _settle_one(self, tx: Tx, now: int, request: common.SettleRequest) -> Occurrence:
+        """settle's body. A lost lease raises before anything is written."""
+        key, owner, token = request.occurrence_id, request.owner_id, request.fence
+        current = self._occurrence_row(tx, key)
+        if (
+            current is None
+            or current["status"] != "running"
+            or current["lease_owner"] != owner
+            or current["fence"] != token
+            or current["lease_expires_at"] <= now
+        ):
+            raise common.lease_lost(key)
+        plan = common.plan_settle(
+            outcome=request.outcome,
+            retryable=request.retryable,
+            retry_at=request.retry_at,
+            result_json=request.result_json,
+            error_json=request.error_json,
+            attempt=int(current["attempt"]),
+            max_attempts=int(current["max_attempts"]),
+            available_at=int(current["available_at"]),
+            now=now,
+        )
+        row = tx.one(
+            "settle_occurrence",
+            {
+                "occurrence_id": key,
+                "owner_id": owner,
+                "fence": token,
+                "status": plan.status,
+                "available_at": plan.available_at,
+                "last_error_json": plan.last_error_json,
+                "result_json": plan.result_json,
+                "settled_at": plan.settled_at,
+                "now": now,
+            },
+        )
+        if row is None:
+            raise common.lease_lost(key)
+        self._append_event(
+            tx,
+            job_id=current["job_id"],
+            occurrence_id=key,
+            event_type=plan.event_type,
+            occurred_at=now,
+            owner_id=owner,
+            fence=token,
+            data=plan.event_data,
+        )
+        return common.occurrence_from_row(row)
+
     def settle(
         self,
         *,
@@ -184,60 +275,34 @@ class LeaseOperations(OperationsBase):
         retryable: bool = True,
         retry_at: int | None = None,
     ) -> Occurrence:
-        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
-        kind, result_json, error_json, retry, retry_time = common.normalize_settle_args(
-            outcome=outcome, result=result, error=error, retryable=retryable, retry_at=retry_at
+        request = common.normalize_settle_request(
+            occurrence_id=occurrence_id,
+            owner_id=owner_id,
+            fence=fence,
+            outcome=outcome,
+            result=result,
+            error=error,
+            retryable=retryable,
+            retry_at=retry_at,
         )
+        return self._write(lambda tx: self._settle_one(tx, tx.now(), request))
 
-        def body(tx: Tx) -> Occurrence:
+    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
+        requests = common.normalize_settlements(settlements)
+        if not requests:
+            self._assert_open()
+            return []
+
+        def body(tx: Tx) -> list[Occurrence | LeaseLost]:
             now = tx.now()
-            current = self._occurrence_row(tx, key)
-            if (
-                current is None
-                or current["status"] != "running"
-                or current["lease_owner"] != owner
-                or current["fence"] != token
-                or current["lease_expires_at"] <= now
-            ):
-                raise common.lease_lost(key)
-            plan = common.plan_settle(
-                outcome=kind,
-                retryable=retry,
-                retry_at=retry_time,
-                result_json=result_json,
-                error_json=error_json,
-                attempt=int(current["attempt"]),
-                max_attempts=int(current["max_attempts"]),
-                available_at=int(current["available_at"]),
-                now=now,
-            )
-            row = tx.one(
-                "settle_occurrence",
-                {
-                    "occurrence_id": key,
-                    "owner_id": owner,
-                    "fence": token,
-                    "status": plan.status,
-                    "available_at": plan.available_at,
-                    "last_error_json": plan.last_error_json,
-                    "result_json": plan.result_json,
-                    "settled_at": plan.settled_at,
-                    "now": now,
-                },
-            )
-            if row is None:
-                raise common.lease_lost(key)
-            self._append_event(
-                tx,
-                job_id=current["job_id"],
-                occurrence_id=key,
-                event_type=plan.event_type,
-                occurred_at=now,
-                owner_id=owner,
-                fence=token,
-                data=plan.event_data,
-            )
-            return common.occurrence_from_row(row)
+            settled: list[Occurrence | LeaseLost] = []
+            for request in requests:
+                try:
+                    settled.append(self._settle_one(tx, now, request))
+                except LeaseLost as lost:
+                    # Fenced out: this one changed nothing, and must not undo the others.
+                    settled.append(lost)
+            return settled
 
         return self._write(body)
 
