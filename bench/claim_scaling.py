@@ -145,6 +145,40 @@ def cycle(store: Any, owner: str, work_ms: float = 0.0) -> bool:
     return True
 
 
+def batch_cycle(store: Any, owner: str, batch: int, work_ms: float = 0.0) -> int:
+    """One claim_batch of up to ``batch`` + one settle_batch; returns how many were drained.
+
+    The handlers run one after another (``work_ms`` each), as one thread would run them.
+    """
+    claimed = store.claim_batch(owner_id=owner, lease_ms=LEASE_MS, limit=batch)
+    if not claimed:
+        return 0
+    if work_ms:
+        time.sleep(work_ms * len(claimed) / 1000)
+    settled = store.settle_batch(
+        [
+            jobledger.Settlement(
+                occurrence_id=occurrence.id,
+                owner_id=owner,
+                fence=occurrence.fence,
+                outcome="succeeded",
+            )
+            for occurrence in claimed
+        ]
+    )
+    lost = [item for item in settled if isinstance(item, jobledger.LeaseLost)]
+    if lost:
+        raise lost[0]
+    return len(claimed)
+
+
+def drain_step(store: Any, owner: str, batch: int, work_ms: float) -> int:
+    """Occurrences drained by one step: per-call API when ``batch`` is 1, batch API otherwise."""
+    if batch == 1:
+        return 1 if cycle(store, owner, work_ms) else 0
+    return batch_cycle(store, owner, batch, work_ms)
+
+
 def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
     original = sqlite_store_module.QUERIES["claim_next_candidate"]
     if variant == "reference":
@@ -187,7 +221,9 @@ def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
     }
 
 
-def drain_worker(path: str, owner: str, start: Any, result_path: str, work_ms: float) -> None:
+def drain_worker(
+    path: str, owner: str, start: Any, result_path: str, work_ms: float, batch: int
+) -> None:
     """Drain until empty; write counts (and any error) as JSON to ``result_path``."""
     report: dict[str, Any] = {"owner": owner, "claimed": 0, "errors": []}
     try:
@@ -198,10 +234,10 @@ def drain_worker(path: str, owner: str, start: Any, result_path: str, work_ms: f
             start.wait()
             t0 = time.perf_counter()
             report["started_at"] = t0
-            while cycle(store, owner, work_ms):
-                report["claimed"] += 1
-                if report["claimed"] == 1:
+            while drained := drain_step(store, owner, batch, work_ms):
+                if report["claimed"] == 0:
                     report["first_claim_s"] = time.perf_counter() - t0
+                report["claimed"] += drained
             report["seconds"] = time.perf_counter() - t0
         finally:
             store.close()
@@ -211,7 +247,7 @@ def drain_worker(path: str, owner: str, start: Any, result_path: str, work_ms: f
 
 
 def measure_drain(
-    directory: Path, count: int, processes: int, work_ms: float = 0.0
+    directory: Path, count: int, processes: int, work_ms: float = 0.0, batch: int = 1
 ) -> dict[str, Any]:
     path = directory / f"drain-{processes}.sqlite3"
     populate(path, count)
@@ -224,7 +260,7 @@ def measure_drain(
         results.append(result_path)
         worker = context.Process(
             target=drain_worker,
-            args=(str(path), f"w{index}", start, str(result_path), work_ms),
+            args=(str(path), f"w{index}", start, str(result_path), work_ms, batch),
         )
         worker.start()
         workers.append(worker)
@@ -246,6 +282,7 @@ def measure_drain(
     return {
         "processes": processes,
         "work_ms": work_ms,
+        "batch": batch,
         "occurrences": count,
         "claimed": claimed,
         "succeeded": succeeded,
@@ -293,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         default="0,2",
         help="simulated handler time between claim and settle, one drain pair per value",
     )
+    parser.add_argument(
+        "--batch",
+        default="1,16",
+        help="drain batch sizes: 1 loops claim_next/settle, N loops claim_batch/settle_batch",
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-drain", action="store_true")
     parser.add_argument("--dir", type=Path, default=None, help="where the database files go")
@@ -331,22 +373,24 @@ def main(argv: list[str] | None = None) -> int:
                         Path(f"{path}{suffix}").unlink(missing_ok=True)
         if not args.skip_drain:
             print(
-                f"\n{'work ms':>7} {'processes':>9} {'drained':>8} {'seconds':>8} "
+                f"\n{'batch':>5} {'work ms':>7} {'processes':>9} {'drained':>8} {'seconds':>8} "
                 f"{'cycles/s':>9}  per process"
             )
-            for work_ms in [float(w) for w in args.work_ms.split(",") if w]:
-                for processes in sorted({1, args.processes}):
-                    row = measure_drain(directory, args.drain, processes, work_ms)
-                    results["drain"].append(row)
-                    print(
-                        f"{work_ms:>7g} {processes:>9} {row['succeeded']:>8} "
-                        f"{row['seconds']:>8.2f} "
-                        f"{row['cycles_per_s']:>9.0f}  {row['per_process']} first claim after "
-                        f"{row['first_claim_s']} s",
-                        flush=True,
-                    )
-                    for error in row["errors"]:
-                        print(f"  error: {error.splitlines()[0]}")
+            batches = [int(b) for b in args.batch.split(",") if b]
+            for batch in batches:
+                for work_ms in [float(w) for w in args.work_ms.split(",") if w]:
+                    for processes in sorted({1, args.processes}):
+                        row = measure_drain(directory, args.drain, processes, work_ms, batch)
+                        results["drain"].append(row)
+                        print(
+                            f"{batch:>5} {work_ms:>7g} {processes:>9} {row['succeeded']:>8} "
+                            f"{row['seconds']:>8.2f} "
+                            f"{row['cycles_per_s']:>9.0f}  {row['per_process']} first claim "
+                            f"after {row['first_claim_s']} s",
+                            flush=True,
+                        )
+                        for error in row["errors"]:
+                            print(f"  error: {error.splitlines()[0]}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json is not None:

@@ -46,7 +46,7 @@ from .errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
 from .heartbeat import Heartbeat, HeartbeatDriver
 from .loop import EventLoopThread
-from .models import Occurrence
+from .models import Occurrence, Settlement
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
 from .store.base import Store
@@ -95,6 +95,9 @@ class AttemptSettings:
     rng: random.Random
     handler_for: Callable[[str], Handler | None]
     retry_policy_for: Callable[[str], BackoffPolicy]
+    # Store.settle for one attempt; the runtime passes a SettleBatcher's, which commits the
+    # settles of concurrent attempts together (see jobledger.batching).
+    settle: Callable[[Settlement], Occurrence]
 
 
 class Attempt:
@@ -290,11 +293,13 @@ class Attempt:
                 settled = None
             else:
                 try:
-                    settled = self.settings.store.settle(
-                        occurrence_id=self.claimed.id,
-                        owner_id=self.settings.owner_id,
-                        fence=self.claimed.fence,
-                        **outcome,
+                    settled = self.settings.settle(
+                        Settlement(
+                            occurrence_id=self.claimed.id,
+                            owner_id=self.settings.owner_id,
+                            fence=self.claimed.fence,
+                            **outcome,
+                        )
                     )
                 except LeaseLost as exc:
                     self.lease_error = exc

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
+from .batching import SettleBatcher
 from .clock import Clock
 from .contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
 from .errors import InvalidArgument, NotFound, RuntimeRejection
@@ -37,11 +38,13 @@ DEFAULT_RUN_LIMIT = 100
 MAX_RUN_LIMIT = 10_000
 _STORE_METHODS = (
     "claim_next",
+    "claim_batch",
     "claim_occurrence",
     "get_job",
     "get_occurrence",
     "renew",
     "settle",
+    "settle_batch",
     "release_lease",
 )
 
@@ -139,6 +142,7 @@ class Runtime:
         self._handlers: dict[str, Handler] = {}
         self._loop = loop or EventLoopThread()
         self._owns_loop = loop is None
+        self._settles = SettleBatcher(store)
         self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
         items = handlers.items() if isinstance(handlers, Mapping) else (handlers or ())
@@ -232,6 +236,26 @@ class Runtime:
         if claimed is None:
             return RunResult("idle")
         return self._execute(claimed, cancel_event)
+
+    def run_claimed(
+        self, claimed: Occurrence, *, cancel_event: threading.Event | None = None
+    ) -> RunResult:
+        """Run an occurrence this runtime already claimed (e.g. from :meth:`claim_batch`)."""
+        if claimed.status != "running" or claimed.lease_owner != self.owner_id:
+            raise InvalidArgument("run_claimed needs an occurrence claimed by this runtime")
+        return self._execute(claimed, cancel_event)
+
+    def claim_batch(
+        self, limit: int, *, job_kind: str | None = None, workspace_id: str | None = None
+    ) -> list[Occurrence]:
+        """Claim up to ``limit`` occurrences for this runtime in one transaction."""
+        return self.store.claim_batch(
+            owner_id=self.owner_id,
+            lease_ms=self.lease_ms,
+            limit=limit,
+            job_kind=job_kind,
+            workspace_id=workspace_id,
+        )
 
     def run_occurrence(
         self, occurrence_id: str, *, cancel_event: threading.Event | None = None
@@ -329,6 +353,7 @@ class Runtime:
             rng=self._rng,
             handler_for=self._handlers.get,
             retry_policy_for=self.retry_policy_for,
+            settle=self._settles.settle,
         )
 
     def _execute(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:

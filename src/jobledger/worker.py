@@ -1,7 +1,9 @@
 """The worker: N concurrent executions of a :class:`~jobledger.Runtime`, polling and shutting
 down gracefully.
 
-* **Concurrency** — ``concurrency`` slot threads each claim and run one occurrence at a time.
+* **Concurrency** — ``concurrency`` slot threads each run one occurrence at a time. Slots
+  looking for work at the same moment share one ``claim_batch`` transaction, and settles that
+  coincide share one ``settle_batch`` transaction (:mod:`jobledger.batching`).
   Sync handlers run on their slot's thread; ``async def`` handlers run on the runtime's one
   event-loop thread while their slot waits, so they interleave with each other on that loop.
 * **Polling** — an idle slot waits ``poll_interval`` (± ``poll_jitter``, so many workers do not
@@ -31,8 +33,9 @@ from types import FrameType
 from typing import Any
 
 from .attempt import SHUTDOWN_REASON
+from .batching import ClaimFeed
 from .contract import is_safe_int
-from .errors import InvalidArgument
+from .errors import InvalidArgument, SchedulerError
 from .models import Occurrence
 from .retry import duration_ms
 from .runtime import RunResult, Runtime
@@ -150,9 +153,15 @@ class Worker:
         stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
+        feed = ClaimFeed(
+            lambda limit: self.runtime.claim_batch(
+                limit, job_kind=self.job_kind, workspace_id=self.workspace_id
+            ),
+            max_batch=self.concurrency,
+        )
         slots = [
             threading.Thread(
-                target=self._slot, args=(stop,), name=f"jobledger-worker-{n}", daemon=True
+                target=self._slot, args=(stop, feed), name=f"jobledger-worker-{n}", daemon=True
             )
             for n in range(self.concurrency)
         ]
@@ -170,6 +179,7 @@ class Worker:
             stop.set()
             try:
                 self._shutdown([slot for slot in slots if slot.ident is not None], force)
+                self._release_unstarted(feed)
             finally:
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
@@ -219,7 +229,23 @@ class Worker:
                 break
             alive[0].join(timeout=min(remaining, 0.05))
 
-    def _slot(self, stop: threading.Event) -> None:
+    def _release_unstarted(self, feed: ClaimFeed) -> None:
+        """Give back claims made for slots that stopped before taking them (a safety net)."""
+        for occurrence in feed.drain():
+            try:
+                released = self.runtime.store.release_lease(
+                    occurrence_id=occurrence.id,
+                    owner_id=self.runtime.owner_id,
+                    fence=occurrence.fence,
+                    reason=SHUTDOWN_REASON,
+                )
+            except SchedulerError:
+                logger.exception("giving back the unstarted claim on %s failed", occurrence.id)
+                continue
+            with self._lock:
+                self._summary.released.append(released)
+
+    def _slot(self, stop: threading.Event, feed: ClaimFeed) -> None:
         work_signal = self.runtime.store.work_signal
         try:
             while True:
@@ -229,17 +255,15 @@ class Worker:
                 if stop.is_set():
                     return
                 try:
-                    result = self.runtime.run_next(
-                        job_kind=self.job_kind, workspace_id=self.workspace_id
-                    )
+                    claimed = feed.take()
+                    if claimed is not None:
+                        self._record(self.runtime.run_claimed(claimed))
                 except Exception:
                     logger.exception("claiming or running an occurrence failed")
                     stop.wait(self._poll_timeout())
                     continue
-                if result.status == "idle":
+                if claimed is None:
                     work_signal.wait(seen, self._poll_timeout())
-                else:
-                    self._record(result)
         except BaseException:
             # SystemExit from a handler ends a thread silently; say why this slot is gone.
             logger.exception("a worker slot stopped unexpectedly")

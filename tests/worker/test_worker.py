@@ -272,8 +272,8 @@ def test_a_claim_registered_after_the_first_abandon_is_still_released(store, clo
     occurrence = add_job(store, clock=clock)
     claimed, gate = threading.Event(), threading.Event()
 
-    def claim_next(**kwargs: Any) -> Any:
-        result = store.claim_next(**kwargs)
+    def claim_batch(**kwargs: Any) -> Any:
+        result = store.claim_batch(**kwargs)
         claimed.set()
         gate.wait(WAIT_S)  # hold the claim until the worker has abandoned once
         return result
@@ -283,7 +283,7 @@ def test_a_claim_registered_after_the_first_abandon_is_still_released(store, clo
         return "too late"
 
     runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
-    runtime.store = StoreProxy(store, claim_next=claim_next)
+    runtime.store = StoreProxy(store, claim_batch=claim_batch)
     original_abandon = runtime.abandon_all
 
     def abandon_all(reason: str) -> list[jobledger.Occurrence]:
