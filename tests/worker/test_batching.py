@@ -251,3 +251,23 @@ def test_the_worker_drains_with_shared_transactions(store, clock, make_runtime):
     events = store.history(job_id="job-w", limit=200)
     claims = [e for e in events if e.type == "occurrence_claimed"]
     assert len(claims) == 40 and len({e.occurrence_id for e in claims}) == 40
+
+
+def test_run_claimed_refuses_an_occurrence_it_does_not_hold(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    runtime = make_runtime({"echo": lambda ctx: "done"}, owner_id="me")
+    with pytest.raises(jobledger.InvalidArgument):
+        runtime.run_claimed(occurrence)  # still queued
+    other = store.claim_next(owner_id="someone-else", lease_ms=LEASE_MS)
+    with pytest.raises(jobledger.InvalidArgument):
+        runtime.run_claimed(other)
+    assert store.get_occurrence(occurrence.id).lease_owner == "someone-else"
+
+
+def test_run_claimed_runs_a_batch_claim_to_completion(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    runtime = make_runtime({"echo": lambda ctx: "done"}, owner_id="me")
+    (claimed,) = runtime.claim_batch(5)
+    result = runtime.run_claimed(claimed)
+    assert (result.status, result.result) == ("succeeded", "done")
+    assert runtime.claim_batch(5) == []
