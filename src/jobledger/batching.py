@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import LeaseLost
 from .models import Occurrence, Settlement
 from .store import common
 from .store.base import Store
@@ -76,26 +75,24 @@ class SettleBatcher:
         return waiter.settled
 
     def _commit(self, batch: list[_Waiter]) -> None:
-        outcomes: list[Occurrence | LeaseLost] = []
-        failure: BaseException | None = None
         try:
             outcomes = self._store.settle_batch([waiter.settlement for waiter in batch])
         except BaseException as exc:  # every member of the batch shares its fate
-            failure = exc
+            self._finish(batch, [exc] * len(batch))
             raise
-        finally:
-            with self._changed:
-                for index, waiter in enumerate(batch):
-                    outcome = outcomes[index] if failure is None else None
-                    if failure is not None:
-                        waiter.error = failure
-                    elif isinstance(outcome, LeaseLost):
-                        waiter.error = outcome
-                    else:
-                        waiter.settled = outcome
-                    waiter.done = True
-                self._leading = False
-                self._changed.notify_all()
+        self._finish(batch, outcomes)
+
+    def _finish(self, batch: list[_Waiter], outcomes: Sequence[Occurrence | BaseException]) -> None:
+        """Hand each waiter its outcome (a LeaseLost is an error too), wake them, step down."""
+        with self._changed:
+            for waiter, outcome in zip(batch, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    waiter.error = outcome
+                else:
+                    waiter.settled = outcome
+                waiter.done = True
+            self._leading = False
+            self._changed.notify_all()
 
 
 class ClaimFeed:
