@@ -21,6 +21,7 @@ integral floats up to 2**53 are stored as the integer they equal.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -34,7 +35,9 @@ __all__ = [
     "CONTRACT_VERSION",
     "DEFAULT_HISTORY_LIMIT",
     "DEFAULT_MAX_ATTEMPTS",
+    "LIVE_STATUSES",
     "MAX_BATCH_SIZE",
+    "MAX_ENQUEUE_BATCH",
     "MAX_HISTORY_LIMIT",
     "MAX_JOB_ATTEMPTS",
     "MAX_JSON_BYTES",
@@ -46,7 +49,9 @@ __all__ = [
     "canonical_json",
     "derive_occurrence_identity",
     "ecmascript_number",
+    "encode_trusted_json",
     "is_safe_int",
+    "json_string",
     "normalize_authority",
     "normalize_epoch_ms",
     "normalize_history_limit",
@@ -55,6 +60,7 @@ __all__ = [
     "normalize_lease_ms",
     "normalize_max_attempts",
     "normalize_positive_int",
+    "occurrence_identity",
     "parse_stored_json",
 ]
 
@@ -74,8 +80,18 @@ MAX_CAPABILITIES: Final = 256
 # the commit, small enough that the write lock is never held for long (~0.1 s at 1,000).
 MAX_BATCH_SIZE: Final = 1000
 
-OCCURRENCE_STATUSES: Final = ("queued", "running", "retry_wait", "succeeded", "dead_letter")
-TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter"})
+OCCURRENCE_STATUSES: Final = (
+    "queued",
+    "running",
+    "retry_wait",
+    "succeeded",
+    "dead_letter",
+    "cancelled",
+)
+TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter", "cancelled"})
+LIVE_STATUSES: Final = frozenset({"queued", "running", "retry_wait"})
+# The most occurrences one enqueue_batch transaction may write.
+MAX_ENQUEUE_BATCH: Final = 10_000
 
 IDENTITY_PREFIX: Final = b"chainlesschain.scheduler.occurrence.v1\x00"
 
@@ -140,6 +156,9 @@ def _utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+_FORBIDDEN_IDENTIFIER_CHARACTER: Final = re.compile("[\x00-\x1f\x7f]")
+
+
 def normalize_identifier(
     value: object, field: str, *, max_length: int = MAX_IDENTIFIER_LENGTH
 ) -> str:
@@ -147,11 +166,11 @@ def normalize_identifier(
     if not isinstance(value, str):
         raise InvalidArgument(f"{field} must be a string")
     text = value.strip(_JS_WHITESPACE)
-    if (
-        not text
-        or _utf16_length(text) > max_length
-        or any(ord(ch) <= 0x1F or ord(ch) == 0x7F for ch in text)
-    ):
+    # A string of n code points has between n and 2n UTF-16 units: only encode when it matters.
+    too_long = len(text) > max_length or (
+        2 * len(text) > max_length and _utf16_length(text) > max_length
+    )
+    if not text or too_long or _FORBIDDEN_IDENTIFIER_CHARACTER.search(text):
         raise InvalidArgument(f"{field} is not a valid identifier")
     return text
 
@@ -176,10 +195,13 @@ def _ordered_keys(keys: list[str]) -> list[str]:
     return indexes + names
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _join_surrogate_pairs(text: str) -> str:
     # A Python str may hold a high and a low surrogate as two code points; an ECMAScript string
     # holding the same two code units is one astral character. Join them so both agree.
-    if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+    if _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
@@ -316,6 +338,21 @@ def canonical_json(value: object, field: str = "value") -> str:
     return _encode(normalize_json(value, field))
 
 
+def encode_trusted_json(value: Any) -> str:
+    """Canonical JSON text of a value jobledger built itself, skipping validation.
+
+    For audit-event data and other values made of identifiers the store already validated,
+    safe integers, ``None`` and booleans, with object keys given in canonical order; the text is
+    byte-identical to :func:`canonical_json` of the same value. Never pass user input here.
+    """
+    return _encode(value)
+
+
+def json_string(text: str) -> str:
+    """The canonical JSON string literal of ``text`` (quotes and escapes included)."""
+    return _encode_string(text)
+
+
 def _parse_number(text: str) -> int | float:
     number = float(text)
     if number.is_integer() and abs(number) <= 2**53:
@@ -323,11 +360,12 @@ def _parse_number(text: str) -> int | float:
     return number
 
 
+_DECODER: Final = json.JSONDecoder(parse_int=_parse_number, parse_float=_parse_number)
+
+
 def parse_stored_json(text: str) -> Any:
     """Parse JSON text the way an ECMAScript engine reads it (every number is a double)."""
-    import json
-
-    return json.loads(text, parse_int=_parse_number, parse_float=_parse_number)
+    return _DECODER.decode(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,14 +482,28 @@ def derive_occurrence_identity(
     The same (job, revision, scheduled instant, trigger key) always yields the same identity,
     in any process on any machine, and the same one the reference implementation derives.
     """
-    material = canonical_json(
-        {
-            "contractVersion": CONTRACT_VERSION,
-            "jobId": normalize_identifier(job_id, "jobId"),
-            "jobRevision": normalize_positive_int(job_revision, "jobRevision"),
-            "scheduledFor": normalize_epoch_ms(scheduled_for, "scheduledFor"),
-            "triggerKey": normalize_identifier(trigger_key, "triggerKey"),
-        }
+    return occurrence_identity(
+        normalize_identifier(job_id, "jobId"),
+        normalize_positive_int(job_revision, "jobRevision"),
+        normalize_epoch_ms(scheduled_for, "scheduledFor"),
+        normalize_identifier(trigger_key, "triggerKey"),
+    )
+
+
+def occurrence_identity(
+    job_id: str, job_revision: int, scheduled_for: int, trigger_key: str
+) -> tuple[str, str]:
+    """:func:`derive_occurrence_identity` for arguments that are already normalized.
+
+    The canonical material is spelled out (keys in canonical order, safe integers print as
+    decimal digits), which is what makes the store's enqueue cheap; a test checks it against the
+    validated path.
+    """
+    material = (
+        f'{{"contractVersion":{CONTRACT_VERSION},'
+        f'"jobId":{_encode_string(_join_surrogate_pairs(job_id))},'
+        f'"jobRevision":{job_revision},"scheduledFor":{scheduled_for},'
+        f'"triggerKey":{_encode_string(_join_surrogate_pairs(trigger_key))}}}'
     )
     digest = hashlib.sha256(IDENTITY_PREFIX + material.encode("utf-8")).hexdigest()
     return f"occ_{digest}", f"scheduler:v1:{digest}"

@@ -13,6 +13,7 @@ transaction that is rolled back on error.
     SchedulerError                      (root; catch this to handle every jobledger error)
     ├── InvalidArgument                 SCHEDULER_INVALID_ARGUMENT
     ├── NotFound                        SCHEDULER_NOT_FOUND
+    │   └── StoreNotFound               SCHEDULER_STORE_NOT_FOUND (no database at the target)
     ├── Conflict                        SCHEDULER_CONFLICT and the other *_CONFLICT codes
     │   ├── RevisionConflict            SCHEDULER_REVISION_CONFLICT
     │   ├── ClaimConflict               SCHEDULER_CLAIM_CONFLICT
@@ -21,6 +22,7 @@ transaction that is rolled back on error.
     ├── JobDisabled                     SCHEDULER_JOB_DISABLED
     ├── LeaseLost                       SCHEDULER_LEASE_LOST
     ├── StoreClosed                     SCHEDULER_STORE_CLOSED
+    ├── UnsafePath                      SCHEDULER_UNSAFE_PATH (symlinks, shared directories)
     ├── SchemaError                     (the database is not one jobledger can use)
     │   ├── SchemaCorrupt               SCHEDULER_SCHEMA_CORRUPT
     │   ├── SchemaUnknown               SCHEDULER_SCHEMA_UNKNOWN
@@ -53,6 +55,8 @@ __all__ = [
     "SchemaUnknown",
     "StorageUnavailable",
     "StoreClosed",
+    "StoreNotFound",
+    "UnsafePath",
     "error_for_code",
 ]
 
@@ -97,6 +101,10 @@ class NotFound(SchedulerError):
     default_code = "SCHEDULER_NOT_FOUND"
 
 
+class StoreNotFound(NotFound):
+    default_code = "SCHEDULER_STORE_NOT_FOUND"
+
+
 class Conflict(SchedulerError):
     default_code = "SCHEDULER_CONFLICT"
 
@@ -127,6 +135,12 @@ class LeaseLost(SchedulerError):
 
 class StoreClosed(SchedulerError):
     default_code = "SCHEDULER_STORE_CLOSED"
+
+
+class UnsafePath(SchedulerError):
+    """A database location jobledger refuses to use (a symlink, a filesystem root, …)."""
+
+    default_code = "SCHEDULER_UNSAFE_PATH"
 
 
 class SchemaError(SchedulerError):
@@ -199,6 +213,8 @@ _BY_CODE: dict[str, type[SchedulerError]] = {
         JobDisabled,
         LeaseLost,
         StoreClosed,
+        StoreNotFound,
+        UnsafePath,
         SchemaCorrupt,
         SchemaUnknown,
         MigrationRequired,

@@ -10,16 +10,51 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "UNSET",
+    "AuditRecord",
+    "DueItem",
+    "EnqueueRequest",
     "Event",
     "Job",
+    "LeaseHolder",
     "MigrationRecord",
     "Occurrence",
+    "OccurrenceCount",
+    "OccurrencePage",
     "OccurrenceStatus",
+    "PruneReport",
+    "Renewal",
     "SchemaInfo",
     "Settlement",
+    "ThroughputBucket",
+    "Unset",
+    "VerifyCheck",
+    "VerifyReport",
+    "WorkerRecord",
 ]
 
-OccurrenceStatus = Literal["queued", "running", "retry_wait", "succeeded", "dead_letter"]
+class Unset:
+    """Marker for "argument not given" where ``None`` is a meaningful JSON value."""
+
+    _instance: Unset | None = None
+
+    def __new__(cls) -> Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = Unset()
+
+OccurrenceStatus = Literal[
+    "queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +78,10 @@ class Occurrence:
     """One logical firing of a job, with its lease (``lease_owner``, ``fence``) and outcome.
 
     ``deduplicated`` is only meaningful on the value returned by an enqueue: ``True`` when the
-    firing already existed and nothing was written.
+    firing already existed and nothing was written. ``kind`` is the job's kind (kept current
+    while the occurrence is live). ``job`` is set only on occurrences returned by a claim: the
+    job as it was inside the claiming transaction, so a runtime needs no second read; and on those
+    ``reclaimed`` says the claim took over an expired lease.
     """
 
     id: str
@@ -67,10 +105,40 @@ class Occurrence:
     updated_at: int
     settled_at: int | None
     deduplicated: bool = False
+    kind: str = ""
+    job: Job | None = field(default=None, compare=False, repr=False)
+    reclaimed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in ("succeeded", "dead_letter")
+        """Settled for good: succeeded, dead-lettered (until an operator requeues it) or
+        cancelled."""
+        return self.status in ("succeeded", "dead_letter", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    """One firing in a :meth:`~jobledger.Store.enqueue_batch`: the same fields as
+    ``enqueue_occurrence`` (``once_per_trigger`` selects ``enqueue_occurrence_once_per_trigger``'s
+    rule). ``payload`` left as ``UNSET`` snapshots the job's payload."""
+
+    job_id: str
+    scheduled_for: int
+    trigger_key: str
+    available_at: int | None = None
+    payload: Any = UNSET
+    once_per_trigger: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """One lease extension in a :meth:`~jobledger.Store.renew_batch`: the same fields as
+    ``renew``."""
+
+    occurrence_id: str
+    owner_id: str
+    fence: int
+    lease_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +189,113 @@ class SchemaInfo:
     schema_version: int
     migration: MigrationRecord
     migrations: tuple[MigrationRecord, ...] = field(default=())
+
+
+# -- operator reads ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrencePage:
+    """One page of :meth:`~jobledger.Store.list_occurrences`, newest first.
+
+    ``next_cursor`` is ``None`` on the last page; pass it back as ``cursor`` for the next one.
+    """
+
+    items: tuple[Occurrence, ...]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceCount:
+    """How many occurrences of ``kind`` are in ``status``."""
+
+    kind: str
+    status: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueItem:
+    """The most overdue claimable occurrence of a kind: what the next claim of it takes."""
+
+    kind: str
+    occurrence_id: str
+    job_id: str
+    status: str
+    due_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseHolder:
+    """An owner holding live leases, with how many and when they expire."""
+
+    owner_id: str
+    leases: int
+    earliest_expiry: int
+    latest_expiry: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputBucket:
+    """Settlements of one kind in one minute (``minute`` is epoch ms at the minute's start)."""
+
+    minute: int
+    kind: str
+    succeeded: int
+    retried: int
+    dead_lettered: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker as it announced itself (``info``: kinds, concurrency, version, …)."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    started_at: int
+    last_seen_at: int
+    stopped_at: int | None
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """An operator action whose subject may no longer exist (a removed job, pruned history)."""
+
+    audit_id: int
+    occurred_at: int
+    action: str
+    actor: str
+    subject: str | None
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What :meth:`~jobledger.Store.prune` removed (each batch is also in the audit log)."""
+
+    before: int
+    occurrences: int
+    events: int
+    requeues: int
+    batches: int
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyCheck:
+    name: str
+    ok: bool
+    details: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What :meth:`~jobledger.Store.verify` found; ``ok`` when every check passed."""
+
+    checks: tuple[VerifyCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)

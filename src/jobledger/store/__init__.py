@@ -29,7 +29,8 @@ def open_store(
     target: str | Path,
     *,
     clock: Clock | None = None,
-    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    busy_timeout_ms: int | None = None,
+    synchronous: str | None = None,
     migrate: bool = True,
     **postgres_options: Any,
 ) -> Store:
@@ -37,14 +38,26 @@ def open_store(
 
     ``target`` is a filesystem path, ``sqlite:///abs/path``, ``:memory:``, or a
     ``postgresql://`` URL. ``clock`` returns epoch ms (default: the system clock; on PostgreSQL,
-    the database clock). ``migrate=False`` refuses a database at an older schema version with
-    ``SCHEDULER_MIGRATION_REQUIRED`` instead of upgrading it. Keyword options a PostgreSQL
+    the database clock). ``migrate=False`` neither creates nor upgrades: a missing SQLite file
+    raises ``SCHEDULER_STORE_NOT_FOUND`` and an older or empty schema
+    ``SCHEDULER_MIGRATION_REQUIRED``. SQLite-only options: ``busy_timeout_ms`` (default 5000)
+    and ``synchronous`` (``"FULL"``, the default, or ``"NORMAL"``). Keyword options a PostgreSQL
     store accepts (``schema``, ``pool_min_size``, ``pool_max_size``, ``pool_timeout``, ``listen``,
-    ``connect_timeout``, ``prepare_threshold``) are passed through.
+    ``connect_timeout``, ``prepare_threshold``) are passed through. An option the chosen store
+    would ignore is refused (``SCHEDULER_INVALID_ARGUMENT``), never dropped.
     """
     if isinstance(target, str) and target.startswith(_POSTGRES_PREFIXES):
         from .postgres import PostgresStore
 
+        sqlite_only = [
+            name
+            for name, value in (("busy_timeout_ms", busy_timeout_ms), ("synchronous", synchronous))
+            if value is not None
+        ]
+        if sqlite_only:
+            raise InvalidArgument(
+                "these options apply only to a SQLite store", details={"fields": sqlite_only}
+            )
         return PostgresStore.open(target, clock=clock, migrate=migrate, **postgres_options)
     if postgres_options:
         raise InvalidArgument(
@@ -57,4 +70,10 @@ def open_store(
         target = _sqlite_location(target)
     elif not isinstance(target, Path):
         raise InvalidArgument("store target must be a path or a URL string")
-    return SQLiteStore.open(target, clock=clock, busy_timeout_ms=busy_timeout_ms, migrate=migrate)
+    return SQLiteStore.open(
+        target,
+        clock=clock,
+        busy_timeout_ms=DEFAULT_BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms,
+        migrate=migrate,
+        synchronous="FULL" if synchronous is None else synchronous,
+    )

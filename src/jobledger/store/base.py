@@ -22,35 +22,68 @@ Shared rules for every operation:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..errors import LeaseLost
-from ..models import Event, Job, Occurrence, SchemaInfo, Settlement
+from ..models import (
+    UNSET,
+    AuditRecord,
+    DueItem,
+    EnqueueRequest,
+    Event,
+    Job,
+    LeaseHolder,
+    Occurrence,
+    OccurrenceCount,
+    OccurrencePage,
+    PruneReport,
+    Renewal,
+    SchemaInfo,
+    Settlement,
+    ThroughputBucket,
+    Unset,
+    VerifyReport,
+    WorkerRecord,
+)
 
 if TYPE_CHECKING:
+    from .operations.schedules import DueSchedules, PlanOutcome, SchedulePlan, ScheduleState
     from .tx import WorkSignal
 
-__all__ = ["UNSET", "Outcome", "Store", "Unset"]
+__all__ = ["UNSET", "NoOwnerLock", "Outcome", "OwnerLockHandle", "Store", "Unset"]
 
 Outcome = Literal["succeeded", "failed"]
 
 
-class Unset:
-    """Marker for "argument not given" where ``None`` is a meaningful JSON value."""
+class OwnerLockHandle(Protocol):
+    """A lock held for as long as its owner lives (see :meth:`Store.hold_owner_lock`).
 
-    _instance: Unset | None = None
+    ``kind`` names the mechanism (``"flock"``, ``"advisory"``, or ``"none"``)."""
 
-    def __new__(cls) -> Unset:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    kind: str
 
-    def __repr__(self) -> str:
-        return "UNSET"
+    @property
+    def held(self) -> bool: ...
+
+    def refresh(self) -> None:
+        """Check it is still held; take it again if it was lost (e.g. a new session)."""
+        ...
+
+    def close(self) -> None: ...
 
 
-UNSET: Any = Unset()
+class NoOwnerLock:
+    """For stores where no other process can see this owner's leases (``:memory:``)."""
+
+    kind = "none"
+    held = True
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 @runtime_checkable
@@ -85,11 +118,16 @@ class Store(Protocol):
         payload: Any = None,
         enabled: bool = True,
         max_attempts: int = 3,
+        actor: str | None = None,
     ) -> Job:
-        """Create a job at revision 1 and append ``job_created`` (data ``{revision: 1}``).
+        """Create a job at revision 1 and append ``job_created`` (data ``{revision: 1}``, plus
+        ``actor`` when given).
 
         ``trigger`` defaults to ``{}`` and ``payload`` to ``null``. ``authority`` is normalized
-        as an authority envelope. An existing id raises ``SCHEDULER_CONFLICT``.
+        as an authority envelope. A trigger that claims to be a jobledger schedule
+        (``"jobledger": "schedule"``) must be a valid one (``SCHEDULER_INVALID_ARGUMENT`` naming
+        the field); any other trigger JSON stays opaque. A schedule gets its planner row in the
+        same transaction. An existing id raises ``SCHEDULER_CONFLICT``.
         """
         ...
 
@@ -97,14 +135,39 @@ class Store(Protocol):
         """The job, or ``None``."""
         ...
 
-    def update_job(self, job_id: str, *, expected_revision: int, patch: Mapping[str, Any]) -> Job:
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        expected_revision: int,
+        patch: Mapping[str, Any],
+        actor: str | None = None,
+    ) -> Job:
         """Compare-and-swap update: apply ``patch`` only if the job is at ``expected_revision``.
 
         Patch keys: ``kind, trigger, payload, authority, enabled, max_attempts`` (non-empty).
         Always bumps the revision by one, so occurrences enqueued earlier become stale for the
-        runtime. Missing job → ``SCHEDULER_NOT_FOUND``; another revision →
+        runtime. The job's live occurrences follow its kind, workspace and enabled flag (a
+        disabled job's backlog leaves the claim index). A schedule is planned again from this
+        instant. Missing job → ``SCHEDULER_NOT_FOUND``; another revision →
         ``SCHEDULER_REVISION_CONFLICT`` with ``{expectedRevision, actualRevision}``. Appends
-        ``job_updated`` with ``{fromRevision, toRevision, changedFields}``.
+        ``job_updated`` with ``{fromRevision, toRevision, changedFields}`` (and ``actor``).
+        """
+        ...
+
+    def list_jobs(self, *, after: str | None = None, limit: int = 100) -> list[Job]:
+        """Jobs ordered by id, at most ``limit`` (1..1000), starting after the id ``after``."""
+        ...
+
+    def remove_job(
+        self, job_id: str, *, expected_revision: int, actor: str, reason: str
+    ) -> dict[str, Any]:
+        """Delete a job with no live occurrence, with its settled occurrences and events.
+
+        Refused with ``SCHEDULER_JOB_HAS_LIVE_OCCURRENCES`` while any occurrence is queued,
+        running or waiting to retry; ``SCHEDULER_REVISION_CONFLICT`` at another revision. What
+        was removed (the definition, counts, actor, reason) is written to the audit log
+        (:meth:`audit_log`, ``action="job_removed"``) in the same transaction, and returned.
         """
         ...
 
@@ -146,8 +209,36 @@ class Store(Protocol):
         """
         ...
 
+    def enqueue_batch(self, requests: Sequence[EnqueueRequest]) -> list[Occurrence]:
+        """Enqueue up to 10,000 firings in one transaction, each as the single call would
+        (``once_per_trigger`` picks that rule), with the same events; results in input order.
+
+        Every request is validated before anything is written (a bad one raises
+        ``SCHEDULER_INVALID_ARGUMENT`` with ``details["index"]``). A request that fails in the
+        transaction (missing or disabled job, payload mismatch) fails the whole batch, which
+        writes nothing; its error's ``details["index"]`` names it.
+        """
+        ...
+
     def get_occurrence(self, occurrence_id: str) -> Occurrence | None:
         """The occurrence, or ``None``."""
+        ...
+
+    def list_occurrences(
+        self,
+        *,
+        status: str | None = None,
+        job_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> OccurrencePage:
+        """Occurrences newest first (by creation), filtered by status, job and/or kind, ``limit``
+        (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the next."""
+        ...
+
+    def count_occurrences(self, *, job_id: str | None = None) -> list[OccurrenceCount]:
+        """How many occurrences there are per (kind, status), optionally of one job."""
         ...
 
     def list_occurrences_by_trigger(
@@ -163,6 +254,7 @@ class Store(Protocol):
         lease_ms: int,
         job_kind: str | None = None,
         workspace_id: str | None = None,
+        kinds: Collection[str] | None = None,
     ) -> Occurrence | None:
         """Lease the most overdue claimable occurrence to ``owner_id`` for ``lease_ms``.
 
@@ -170,10 +262,12 @@ class Store(Protocol):
         (error code ``lease_expired``). Claimable: the job is enabled, ``attempt <
         max_attempts``, and either queued/retry_wait with ``available_at <= now`` or running
         with ``lease_expires_at <= now`` (a reclaim). Order: due instant (lease expiry for a
-        reclaim), then ``scheduled_for``, then id. Filters: the job's ``kind`` and the job
-        authority's ``workspaceId``. Returns ``None`` when nothing is claimable. Appends
-        ``occurrence_claimed`` or ``occurrence_reclaimed`` (data ``{attempt, previousOwner,
-        previousStatus}``).
+        reclaim), then ``scheduled_for``, then id. Filters: the job's kind (``job_kind``, or any
+        of ``kinds`` — not both) and the job authority's ``workspaceId``. The cost does not grow
+        with rows of other kinds, of disabled jobs or of settled history. Returns ``None`` when
+        nothing is claimable. Appends ``occurrence_claimed`` or ``occurrence_reclaimed`` (data
+        ``{attempt, previousOwner, previousStatus}``). The returned occurrence carries ``job``
+        as read in the same transaction.
         """
         ...
 
@@ -185,6 +279,7 @@ class Store(Protocol):
         limit: int,
         job_kind: str | None = None,
         workspace_id: str | None = None,
+        kinds: Collection[str] | None = None,
     ) -> list[Occurrence]:
         """Lease up to ``limit`` (1..1000) claimable occurrences in one transaction.
 
@@ -211,6 +306,14 @@ class Store(Protocol):
 
         Appends ``occurrence_renewed`` with ``{leaseExpiresAt}``; a lost lease raises
         ``SCHEDULER_LEASE_LOST``.
+        """
+        ...
+
+    def renew_batch(self, renewals: Sequence[Renewal]) -> list[Occurrence | LeaseLost]:
+        """Renew several leases in one transaction, each as :meth:`renew` would.
+
+        Validated whole first (``details["index"]``; an occurrence at most once). A lost lease
+        comes back as a :class:`~jobledger.LeaseLost` in its place and changes nothing.
         """
         ...
 
@@ -274,6 +377,36 @@ class Store(Protocol):
         """
         ...
 
+    def cancel_occurrence(self, *, occurrence_id: str, actor: str, reason: str) -> Occurrence:
+        """Operator action: cancel a queued, waiting or running occurrence for good.
+
+        It becomes ``cancelled`` (terminal) with ``last_error`` ``{code: "cancelled", message:
+        reason, actor}``; a running attempt's lease ends, so its next renewal or settle is
+        refused and its handler is cancelled. Appends ``occurrence_cancelled`` with ``{actor,
+        reason, attempt, previousStatus, previousOwner}``. A settled occurrence raises
+        ``SCHEDULER_CANCEL_CONFLICT`` (``details.status``); missing → ``SCHEDULER_NOT_FOUND``.
+        """
+        ...
+
+    def hold_owner_lock(self, owner_id: str) -> OwnerLockHandle:
+        """Take a lock that the system releases when this owner dies: an ``flock`` on a file
+        beside a SQLite database, a session advisory lock on PostgreSQL (on a connection of its
+        own). Workers hold one for their lifetime, so others can tell they are gone."""
+        ...
+
+    def owner_gone(self, owner_id: str) -> bool:
+        """True only when ``owner_id`` held its owner lock and nobody holds it now — its process
+        (or database session) is certainly gone. False when unsure (it never took one)."""
+        ...
+
+    def expire_leases_of(self, owner_id: str, *, reason: str) -> list[Occurrence]:
+        """End every live lease of ``owner_id`` now, because that owner is known to be gone.
+
+        The next claim takes each over (or dead-letters it, on its final attempt), as after a
+        natural expiry. Appends ``occurrence_lease_expired`` with ``{reason}`` per lease.
+        """
+        ...
+
     # -- reading the audit trail ----------------------------------------------------------
 
     def history(
@@ -286,8 +419,79 @@ class Store(Protocol):
         """Events, newest first, filtered by occurrence and/or job (limit clamped to 200)."""
         ...
 
+    def events(
+        self,
+        *,
+        occurrence_id: str | None = None,
+        job_id: str | None = None,
+        event_type: str | None = None,
+        before_id: int | None = None,
+        after_id: int | None = None,
+        limit: int = 50,
+    ) -> list[Event]:
+        """Events filtered by occurrence, job and type, ``limit`` (1..1000) at a time: newest
+        first before ``before_id``, or — with only ``after_id`` — oldest first after it (to
+        follow the log)."""
+        ...
+
     def list_dead_letters(self, *, job_id: str | None = None, limit: int = 50) -> list[Occurrence]:
         """Dead letters, most recently settled first (limit clamped to 200)."""
+        ...
+
+    # -- operators: statistics, workers, retention ------------------------------------------
+
+    def lease_holders(self) -> list[LeaseHolder]:
+        """Owners holding live leases, with how many and when they expire."""
+        ...
+
+    def oldest_due(self, *, kinds: Collection[str] | None = None) -> list[DueItem]:
+        """Per kind with claimable work, the most overdue occurrence (what the next claim takes)."""
+        ...
+
+    def throughput(self, *, since: int) -> list[ThroughputBucket]:
+        """Settlements per minute and kind from ``since`` (epoch ms) on, oldest first."""
+        ...
+
+    def register_worker(
+        self, *, worker_id: str, hostname: str, pid: int, info: dict[str, Any]
+    ) -> None:
+        """Record a worker (``info``: kinds, concurrency, …); again after a restart is fine."""
+        ...
+
+    def touch_worker(self, worker_id: str) -> None:
+        """Record that a worker is alive now."""
+        ...
+
+    def stop_worker(self, worker_id: str) -> None:
+        """Record that a worker stopped."""
+        ...
+
+    def list_workers(self, *, stopped_since: int | None = None) -> list[WorkerRecord]:
+        """Workers not stopped, plus those stopped at or after ``stopped_since``."""
+        ...
+
+    def prune(
+        self,
+        *,
+        before: int,
+        actor: str,
+        statuses: Sequence[str] = ("succeeded", "dead_letter", "cancelled"),
+        batch_size: int = 500,
+        max_batches: int | None = None,
+    ) -> PruneReport:
+        """Delete settled occurrences settled before ``before`` with their events and requeue
+        records, ``batch_size`` per transaction, each batch audited (``action="pruned"``) in its
+        own transaction. Live occurrences are never touched."""
+        ...
+
+    def audit_log(self, *, before_id: int | None = None, limit: int = 50) -> list[AuditRecord]:
+        """Operator records whose subject may be gone (removed jobs, prunes), newest first."""
+        ...
+
+    def verify(self) -> VerifyReport:
+        """Check the whole database now — the O(size) checks an open skips: SQLite's
+        ``integrity_check`` and foreign keys, the schema catalog, and that every stored
+        authority is a valid envelope. Reads only; ``report.ok`` is True when all passed."""
         ...
 
     def schema_info(self) -> SchemaInfo:
@@ -301,3 +505,41 @@ class Store(Protocol):
     def __enter__(self) -> Store: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+    # -- schedules (the planner's operations; store/operations/schedules.py) ---------------
+
+    def due_schedules(self, *, limit: int = 500, now: int | None = None) -> DueSchedules:
+        """The schedules a planner must look at now, earliest ``next_due_at`` first.
+
+        A schedule is due when its ``next_due_at`` is at or before ``now`` (default: the
+        store's now — the database clock on PostgreSQL). At most ``limit`` (1..1000) are
+        returned, each with its job. Reads the ``jobledger_schedules_due`` index only, never
+        every job: when nothing is due it costs one probe of that index, and the result's
+        ``next_due_at`` (the earliest of all schedules, ``None`` when none is waiting) tells the
+        caller how long it may sleep.
+        """
+        ...
+
+    def record_plans(self, plans: Sequence[SchedulePlan]) -> list[PlanOutcome]:
+        """Record planning decisions (at most 1000 plans, one per job, 10,000 slots) in one
+        transaction; results in input order.
+
+        For each plan, compare-and-swap the job's schedule row on what the planner read
+        (``expected_revision``, ``expected_planned_through``, ``expected_last_slot``). If the row
+        changed (another planner recorded first, the job was edited or disabled), nothing is
+        written for that plan and its outcome says ``applied=False``. Otherwise, atomically:
+        set ``planned_through``, ``last_slot`` and ``next_due_at``; enqueue each firing exactly
+        as :meth:`enqueue_occurrence` does (identity on job, revision, slot and trigger key, so
+        a firing that exists is not enqueued again and is not listed in ``enqueued``); append
+        each skipped run to the row's recent skips (the newest 20 are kept) and write one
+        job-level ``schedule_slots_skipped`` event per run with ``{first, last, count, reason,
+        revision}``. For a ``once`` plan a slot already fired or skipped under any revision is
+        neither enqueued nor reported again. Bad plans raise ``SCHEDULER_INVALID_ARGUMENT``
+        (``planned_through`` may not move backwards) and change nothing.
+        """
+        ...
+
+    def schedule_state(self, job_id: str) -> ScheduleState | None:
+        """The job's planning state and the job, or ``None`` when the job has no schedule row
+        (missing, or its trigger is not a jobledger schedule)."""
+        ...

@@ -3,17 +3,17 @@
 :class:`LedgerStore` implements every :class:`~jobledger.store.base.Store` operation as a
 sequence of named queries run inside one transaction (``store/operations/``). The SQLite and
 PostgreSQL stores subclass it and supply only what differs per engine: how a transaction is
-opened, which ``queries.sql`` the names resolve to, and where "now" comes from (the injected
-clock, or the database clock).
+opened, which queries the names resolve to, how claim candidates are probed, how the whole
+database is verified, and where "now" comes from (the injected clock, or the database clock).
 """
 
 from __future__ import annotations
 
-from .operations import JobOperations, LeaseOperations, OccurrenceOperations
+from .operations.schedules import ScheduleOperations
 from .tx import Row, Tx, WorkSignal, validate_clock_reading
 
 __all__ = ["LedgerStore", "Row", "Tx", "WorkSignal", "validate_clock_reading"]
 
 
-class LedgerStore(JobOperations, OccurrenceOperations, LeaseOperations):
+class LedgerStore(ScheduleOperations):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

@@ -7,7 +7,7 @@ Operations (``store/operations/``) are written once against :class:`Tx`; each ba
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import contract
@@ -33,8 +33,24 @@ class Tx(Protocol):
         """Run the named statement; return the number of rows it changed."""
         ...
 
+    def many(self, query: str, params: Sequence[Mapping[str, Any]]) -> None:
+        """Run the named statement once per parameter set (one prepared statement; on
+        PostgreSQL the executions are pipelined into one round trip)."""
+        ...
+
+    def rows_many(self, query: str, params: Sequence[Mapping[str, Any]]) -> list[Row | None]:
+        """Run the named statement once per parameter set and return each execution's first
+        row (``None`` where it returned none), in order — e.g. a guarded ``UPDATE … RETURNING``
+        per item of a batch, pipelined on PostgreSQL."""
+        ...
+
     def now(self) -> int:
         """The current instant in epoch ms, read inside this transaction."""
+        ...
+
+    def id_list(self, values: Sequence[str]) -> object:
+        """``values`` as one query parameter holding a list (``:ids`` in a query): a JSON array
+        for SQLite's ``json_each``, an array for PostgreSQL's ``= ANY``."""
         ...
 
 

@@ -1,8 +1,10 @@
-"""Every store operation, written once as named queries inside one transaction."""
+"""Every store operation, written once as named queries inside one transaction.
 
-from .base import OperationsBase
-from .jobs import JobOperations
-from .leases import LeaseOperations
-from .occurrences import OccurrenceOperations
+The groups build on each other (jobs → occurrences → leases → admin) so each module stays
+small; :class:`AdminOperations` is the complete set.
+"""
 
-__all__ = ["JobOperations", "LeaseOperations", "OccurrenceOperations", "OperationsBase"]
+from .admin import AdminOperations
+from .base import JobMeta, OperationsBase
+
+__all__ = ["AdminOperations", "JobMeta", "OperationsBase"]

@@ -2,18 +2,56 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
+from ... import contract
 from ...errors import DataCorrupt
-from ...models import SchemaInfo
+from ...models import SchemaInfo, VerifyReport
 from .. import common
 from ..tx import Row, Tx, WorkSignal
 
-__all__ = ["OperationsBase", "required"]
+__all__ = ["JobMeta", "OperationsBase", "required"]
 
 T = TypeVar("T")
+JOB_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class JobMeta:
+    """What an enqueue snapshots from a job, for one revision.
+
+    Cached per store so enqueues need not read the job first; every insert re-checks the
+    revision (and that the job is enabled) in SQL, so a stale entry can only cost a retry.
+    """
+
+    job_id: str
+    revision: int
+    enabled: bool
+    kind: str
+    workspace_id: str | None
+    payload_json: str
+    authority_json: str
+    max_attempts: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> JobMeta:
+        authority = contract.parse_stored_json(row["authority_json"])
+        workspace = authority.get("workspaceId") if isinstance(authority, dict) else None
+        return cls(
+            job_id=row["job_id"],
+            revision=int(row["revision"]),
+            enabled=bool(row["enabled"]),
+            kind=row["kind"],
+            workspace_id=workspace if isinstance(workspace, str) else None,
+            payload_json=row["payload_json"],
+            authority_json=row["authority_json"],
+            max_attempts=int(row["max_attempts"]),
+        )
 
 
 class OperationsBase(ABC):
@@ -21,6 +59,8 @@ class OperationsBase(ABC):
 
     _target: str
     _work_signal: WorkSignal | None = None
+    _job_cache: OrderedDict[str, JobMeta] | None = None
+    _job_cache_lock = threading.Lock()
 
     @property
     def work_signal(self) -> WorkSignal:
@@ -47,7 +87,19 @@ class OperationsBase(ABC):
     def _assert_open(self) -> None: ...
 
     @abstractmethod
+    def _claim_candidates(
+        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
+    ) -> list[Row]:
+        """The claimable rows of ``kinds`` (optionally in one workspace), most overdue first,
+        at most ``limit``: ``occurrence_id, job_id, status, fence, lease_owner,
+        scheduled_for, due_at``. PostgreSQL locks them (``SKIP LOCKED``)."""
+
+    @abstractmethod
     def schema_info(self) -> SchemaInfo: ...
+
+    @abstractmethod
+    def verify(self) -> VerifyReport:
+        """Check the whole database (see :meth:`jobledger.Store.verify`)."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -67,6 +119,30 @@ class OperationsBase(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- the job cache ----------------------------------------------------------------------
+
+    def _cached_job(self, job_id: str) -> JobMeta | None:
+        cache = self._job_cache
+        if cache is None:
+            return None
+        with self._job_cache_lock:
+            return cache.get(job_id)
+
+    def _remember_job(self, meta: JobMeta) -> None:
+        with self._job_cache_lock:
+            if self._job_cache is None:
+                self._job_cache = OrderedDict()
+            cache = self._job_cache
+            cache[meta.job_id] = meta
+            cache.move_to_end(meta.job_id)
+            while len(cache) > JOB_CACHE_SIZE:
+                cache.popitem(last=False)
+
+    def _forget_job(self, job_id: str) -> None:
+        with self._job_cache_lock:
+            if self._job_cache is not None:
+                self._job_cache.pop(job_id, None)
+
     # -- helpers ----------------------------------------------------------------------------
 
     @staticmethod
@@ -83,14 +159,29 @@ class OperationsBase(ABC):
     ) -> None:
         tx.run(
             "insert_event",
+            common.event_params(
+                job_id=job_id,
+                occurrence_id=occurrence_id,
+                event_type=event_type,
+                occurred_at=occurred_at,
+                owner_id=owner_id,
+                fence=fence,
+                data_json=contract.canonical_json(dict(data), "event.data"),
+            ),
+        )
+
+    @staticmethod
+    def _audit(
+        tx: Tx, *, now: int, action: str, actor: str, subject: str | None, data: Mapping[str, Any]
+    ) -> None:
+        tx.run(
+            "insert_audit",
             {
-                "job_id": job_id,
-                "occurrence_id": occurrence_id,
-                "event_type": event_type,
-                "occurred_at": occurred_at,
-                "owner_id": owner_id,
-                "fence": fence,
-                "data_json": common.event_json(data),
+                "now": now,
+                "action": action,
+                "actor": actor,
+                "subject": subject,
+                "data_json": contract.canonical_json(dict(data), "audit.data"),
             },
         )
 

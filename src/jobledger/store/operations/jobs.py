@@ -1,4 +1,4 @@
-"""Job definitions: create, read, compare-and-swap update."""
+"""Job definitions: create, read, list, compare-and-swap update, remove."""
 
 from __future__ import annotations
 
@@ -6,17 +6,53 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import contract
-from ...errors import Conflict, NotFound, RevisionConflict
+from ...errors import Conflict, InvalidArgument, NotFound, RevisionConflict
 from ...models import Job
-from .. import common
+from .. import inputs, rows
 from ..tx import Tx
-from .base import OperationsBase, required
+from .base import JobMeta, OperationsBase, required
 
 __all__ = ["JobOperations"]
 
+MAX_JOB_PAGE = 1000
+
+
+def _is_schedule(trigger: Any) -> bool:
+    """A jobledger schedule (already validated): the planner gives it meaning."""
+    return isinstance(trigger, dict) and trigger.get("jobledger") == "schedule"
+
+
+def _workspace(authority: Mapping[str, Any]) -> str | None:
+    workspace = authority.get("workspaceId")
+    return workspace if isinstance(workspace, str) else None
+
 
 class JobOperations(OperationsBase):
-    """Job definitions: create, read, compare-and-swap update."""
+    """Job definitions: create, read, list, compare-and-swap update, remove."""
+
+    @staticmethod
+    def _write_schedule_state(
+        tx: Tx, *, job_id: str, revision: int, trigger: Any, enabled: bool, now: int
+    ) -> None:
+        """Keep the planner's row in step with the revision just written.
+
+        A schedule is planned from the instant its revision was written (the planner looks at
+        it at once: ``next_due_at = now``); a disabled job is not looked at; a job whose trigger
+        is not a jobledger schedule has no row.
+        """
+        if not _is_schedule(trigger):
+            tx.run("delete_schedule", {"job_id": job_id})
+            return
+        tx.run(
+            "upsert_schedule",
+            {
+                "job_id": job_id,
+                "job_revision": revision,
+                "planned_through": now,
+                "next_due_at": now if enabled else None,
+                "now": now,
+            },
+        )
 
     def create_job(
         self,
@@ -28,8 +64,9 @@ class JobOperations(OperationsBase):
         payload: Any = None,
         enabled: bool = True,
         max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
+        actor: str | None = None,
     ) -> Job:
-        job = common.normalize_job_input(
+        job = inputs.normalize_job_input(
             id=id,
             kind=kind,
             authority=authority,
@@ -38,15 +75,19 @@ class JobOperations(OperationsBase):
             enabled=enabled,
             max_attempts=max_attempts,
         )
+        who = inputs.normalize_optional_identifier(actor, "actor")
         params = {
             "job_id": job.id,
             "kind": job.kind,
-            "trigger_json": job.trigger_json(),
-            "payload_json": job.payload_json(),
-            "authority_json": job.authority_json(),
+            "trigger_json": contract.encode_trusted_json(job.trigger),
+            "payload_json": contract.encode_trusted_json(job.payload),
+            "authority_json": contract.encode_trusted_json(job.authority),
             "enabled": 1 if job.enabled else 0,
             "max_attempts": job.max_attempts,
         }
+        data: dict[str, Any] = {"revision": 1}
+        if who is not None:
+            data["actor"] = who
 
         def body(tx: Tx) -> Job:
             now = tx.now()
@@ -54,29 +95,52 @@ class JobOperations(OperationsBase):
                 raise Conflict(f"Scheduler job already exists: {job.id}")
             tx.run("insert_job", {**params, "now": now})
             self._append_event(
-                tx, job_id=job.id, event_type="job_created", occurred_at=now, data={"revision": 1}
+                tx, job_id=job.id, event_type="job_created", occurred_at=now, data=data
             )
-            return common.job_from_row(required(self._job_row(tx, job.id)))
+            self._write_schedule_state(
+                tx, job_id=job.id, revision=1, trigger=job.trigger, enabled=job.enabled, now=now
+            )
+            return rows.job_from_row(required(self._job_row(tx, job.id)))
 
-        return self._write(body)
+        created = self._write(body)
+        self._forget_job(created.id)
+        return created
 
     def get_job(self, job_id: str) -> Job | None:
         self._assert_open()
         key = contract.normalize_identifier(job_id, "jobId")
         row = self._read(lambda tx: self._job_row(tx, key))
-        return None if row is None else common.job_from_row(row)
+        return None if row is None else rows.job_from_row(row)
 
-    def update_job(self, job_id: str, *, expected_revision: int, patch: Mapping[str, Any]) -> Job:
+    def list_jobs(self, *, after: str | None = None, limit: int = 100) -> list[Job]:
+        """Jobs ordered by id, ``limit`` (≤1000) at a time after the id ``after``."""
+        self._assert_open()
+        start = inputs.normalize_optional_identifier(after, "after")
+        bounded = contract.normalize_positive_int(limit, "limit")
+        if bounded > MAX_JOB_PAGE:
+            raise InvalidArgument(f"limit must be at most {MAX_JOB_PAGE}")
+        found = self._read(lambda tx: tx.all("list_jobs", {"after_id": start, "limit": bounded}))
+        return [rows.job_from_row(row) for row in found]
+
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        expected_revision: int,
+        patch: Mapping[str, Any],
+        actor: str | None = None,
+    ) -> Job:
         key = contract.normalize_identifier(job_id, "jobId")
         revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
-        normalized, changed_fields = common.normalize_job_patch(patch)
+        normalized, changed_fields = inputs.normalize_job_patch(patch)
+        who = inputs.normalize_optional_identifier(actor, "actor")
 
         def body(tx: Tx) -> Job:
             now = tx.now()
             row = self._job_row(tx, key)
             if row is None:
                 raise NotFound(f"Scheduler job does not exist: {key}")
-            current = common.job_from_row(row)
+            current = rows.job_from_row(row)
             if current.revision != revision:
                 raise RevisionConflict(
                     f"Scheduler job revision changed: {key}",
@@ -108,17 +172,102 @@ class JobOperations(OperationsBase):
             )
             if changed != 1:
                 raise RevisionConflict(f"Scheduler job revision changed during update: {key}")
-            self._append_event(
-                tx,
-                job_id=key,
-                event_type="job_updated",
-                occurred_at=now,
-                data={
-                    "fromRevision": revision,
-                    "toRevision": revision + 1,
-                    "changedFields": changed_fields,
+            # Live occurrences follow the job's kind, workspace and enabled flag, which is what
+            # keeps claims on their index (and a disabled job's backlog out of it).
+            tx.run(
+                "sync_live_occurrences",
+                {
+                    "job_id": key,
+                    "kind": merged["kind"],
+                    "workspace_id": _workspace(merged["authority"]),
+                    "runnable": 1 if merged["enabled"] else 0,
                 },
             )
-            return common.job_from_row(required(self._job_row(tx, key)))
+            data: dict[str, Any] = {
+                "fromRevision": revision,
+                "toRevision": revision + 1,
+                "changedFields": changed_fields,
+            }
+            if who is not None:
+                data["actor"] = who
+            self._append_event(tx, job_id=key, event_type="job_updated", occurred_at=now, data=data)
+            self._write_schedule_state(
+                tx,
+                job_id=key,
+                revision=revision + 1,
+                trigger=merged["trigger"],
+                enabled=bool(merged["enabled"]),
+                now=now,
+            )
+            return rows.job_from_row(required(self._job_row(tx, key)))
 
-        return self._write(body)
+        self._forget_job(key)
+        updated = self._write(body)
+        self._forget_job(key)
+        return updated
+
+    def remove_job(
+        self, job_id: str, *, expected_revision: int, actor: str, reason: str
+    ) -> dict[str, Any]:
+        """Delete a job with no live occurrences, its settled history and its events.
+
+        Refused with ``SCHEDULER_JOB_HAS_LIVE_OCCURRENCES`` while any occurrence is queued,
+        running or waiting to retry (cancel or finish them first). What was removed — the job's
+        last definition and the counts — is recorded in the audit log with ``actor`` and
+        ``reason`` (``action="job_removed"``), since the job's own events go with it.
+        """
+        key = contract.normalize_identifier(job_id, "jobId")
+        revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
+        who, why = inputs.normalize_actor_reason(actor, reason)
+
+        def body(tx: Tx) -> dict[str, Any]:
+            now = tx.now()
+            row = self._job_row(tx, key)
+            if row is None:
+                raise NotFound(f"Scheduler job does not exist: {key}")
+            job = rows.job_from_row(row)
+            if job.revision != revision:
+                raise RevisionConflict(
+                    f"Scheduler job revision changed: {key}",
+                    details={"expectedRevision": revision, "actualRevision": job.revision},
+                )
+            live = int(required(tx.one("count_live_occurrences_of_job", {"job_id": key}))["live"])
+            if live:
+                raise Conflict(
+                    f"Job {key} still has {live} live occurrence(s); cancel them or let them "
+                    "finish before removing the job",
+                    code="SCHEDULER_JOB_HAS_LIVE_OCCURRENCES",
+                    details={"jobId": key, "live": live},
+                )
+            requeues = tx.run("delete_requeues_of_job", {"job_id": key})
+            events = tx.run("delete_events_of_job", {"job_id": key})
+            occurrences = tx.run("delete_occurrences_of_job", {"job_id": key})
+            tx.run("delete_schedule", {"job_id": key})
+            tx.run("delete_job", {"job_id": key, "expected_revision": revision})
+            summary = {
+                "jobId": key,
+                "reason": why,
+                "revision": job.revision,
+                "kind": job.kind,
+                "trigger": job.trigger,
+                "payload": job.payload,
+                "authority": job.authority,
+                "occurrences": occurrences,
+                "events": events,
+                "requeues": requeues,
+            }
+            self._audit(tx, now=now, action="job_removed", actor=who, subject=key, data=summary)
+            return summary
+
+        removed = self._write(body)
+        self._forget_job(key)
+        return removed
+
+    def _load_job_meta(self, tx: Tx, job_id: str) -> JobMeta | None:
+        row = self._job_row(tx, job_id)
+        if row is None:
+            self._forget_job(job_id)
+            return None
+        meta = JobMeta.from_row(row)
+        self._remember_job(meta)
+        return meta

@@ -1,106 +1,177 @@
-"""Leases: claims, renewals, settlement, release, and the operator's requeue."""
+"""Leases: claims, renewals, settlement, release, cancellation and the operator's requeue.
+
+A claim batch is a handful of statements whatever its size: the expired-final-lease sweep once,
+one candidate probe per kind (the claim index holds only claimable rows of enabled jobs, so a
+probe stops after the rows it takes), one guarded ``UPDATE … RETURNING`` per row and one
+multi-row event insert (both pipelined on PostgreSQL). Settles and renewals are guarded
+``UPDATE … RETURNING`` statements too: the row decides where an attempt goes, so nothing is
+read first.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ... import contract
-from ...errors import ClaimConflict, LeaseLost, NotFound, RequeueConflict
-from ...models import Occurrence, Settlement
-from .. import common
+from ...errors import ClaimConflict, Conflict, LeaseLost, NotFound, RequeueConflict
+from ...models import Job, Occurrence, Renewal, Settlement
+from .. import common, inputs, rows
 from ..base import Outcome
 from ..tx import Row, Tx
-from .base import OperationsBase
+from .occurrences import OccurrenceOperations
 
 __all__ = ["LeaseOperations"]
 
 
-class LeaseOperations(OperationsBase):
-    """Leases: claims, renewals, settlement, release, and the operator's requeue."""
+def _count_settlement(
+    tally: Counter[tuple[int, str, str, str]], now: int, row: Row, owner: str
+) -> None:
+    tally[(common.minute_of(now), row["kind"], owner, row["status"])] += 1
+
+
+def _throughput_params(tally: Counter[tuple[int, str, str, str]]) -> list[dict[str, Any]]:
+    merged: dict[tuple[int, str, str], dict[str, Any]] = {}
+    for (minute, kind, owner, status), count in tally.items():
+        entry = merged.setdefault(
+            (minute, kind, owner),
+            {
+                "minute": minute,
+                "kind": kind,
+                "owner_id": owner,
+                "succeeded": 0,
+                "retried": 0,
+                "dead_lettered": 0,
+            },
+        )
+        column = {"succeeded": "succeeded", "retry_wait": "retried"}.get(status, "dead_lettered")
+        entry[column] += count
+    return list(merged.values())
+
+
+class LeaseOperations(OccurrenceOperations):
+    """Leases: claims, renewals, settlement, release, cancellation and requeue."""
+
+    # -- claims -----------------------------------------------------------------------------
 
     def _dead_letter_expired_leases(self, tx: Tx, now: int) -> None:
         """Lazily dead-letter running occurrences whose *final* attempt's lease expired."""
         expired = tx.all(
             "select_expired_final_leases", {"now": now, "limit": common.LAZY_DEAD_LETTER_BATCH}
         )
-        error_json = contract.canonical_json(common.LEASE_EXPIRED_ERROR, "occurrence.error")
+        if not expired:
+            return
+        events: list[dict[str, Any]] = []
+        tally: Counter[tuple[int, str, str, str]] = Counter()
         for row in expired:
-            changed = tx.run(
+            changed = tx.one(
                 "dead_letter_expired_lease",
                 {
                     "occurrence_id": row["occurrence_id"],
                     "owner_id": row["lease_owner"],
                     "fence": row["fence"],
-                    "error_json": error_json,
+                    "error_json": common.LEASE_EXPIRED_ERROR_JSON,
                     "now": now,
                 },
             )
-            if changed == 1:
-                self._append_event(
-                    tx,
+            if changed is None:
+                continue
+            tally[(common.minute_of(now), row["kind"], row["lease_owner"], "dead_letter")] += 1
+            events.append(
+                common.event_params(
                     job_id=row["job_id"],
                     occurrence_id=row["occurrence_id"],
                     event_type="occurrence_dead_lettered",
                     occurred_at=now,
                     owner_id=row["lease_owner"],
                     fence=int(row["fence"]),
-                    data={
-                        "attempt": int(row["attempt"]),
-                        "maxAttempts": int(row["max_attempts"]),
-                        "reason": "lease_expired",
-                    },
+                    data_json=contract.encode_trusted_json(
+                        {
+                            "attempt": int(row["attempt"]),
+                            "maxAttempts": int(row["max_attempts"]),
+                            "reason": "lease_expired",
+                        }
+                    ),
                 )
+            )
+        if events:
+            tx.many("insert_event", events)
+            tx.many("add_throughput", _throughput_params(tally))
 
-    def _apply_claim(
-        self, tx: Tx, candidate: Row, *, owner: str, lease_ms: int, now: int, targeted: bool
-    ) -> Occurrence:
-        expires = common.lease_expiry(now, lease_ms)
-        row = tx.one(
-            "apply_claim",
+    def _claim(
+        self,
+        tx: Tx,
+        now: int,
+        *,
+        owner: str,
+        lease: int,
+        kinds: Sequence[str] | None,
+        workspace: str | None,
+        limit: int,
+    ) -> list[Occurrence]:
+        """One claim transaction's body: sweep, pick, lease, record, attach the jobs."""
+        expires = common.lease_expiry(now, lease)
+        self._dead_letter_expired_leases(tx, now)
+        if kinds is None:
+            if workspace is None:
+                found = tx.all("live_kinds")
+            else:
+                found = tx.all("live_kinds_in_workspace", {"workspace_id": workspace})
+            kinds = [row["kind"] for row in found]
+            if not kinds:
+                return []
+        candidates = self._claim_candidates(
+            tx, now=now, kinds=kinds, workspace=workspace, limit=limit
+        )
+        if not candidates:
+            return []
+        leased = tx.all(
+            "apply_claims",
             {
-                "occurrence_id": candidate["occurrence_id"],
-                "expected_fence": candidate["fence"],
+                "ids": tx.id_list([candidate["occurrence_id"] for candidate in candidates]),
                 "owner_id": owner,
                 "lease_expires_at": expires,
                 "now": now,
             },
         )
-        if row is None:
-            where = "during targeted claim" if targeted else "during claim"
-            raise ClaimConflict(f"Occurrence eligibility changed {where}")
-        claimed = common.occurrence_from_row(row)
-        event_type, data = common.claim_event(
-            claimed=claimed,
-            previous_status=candidate["status"],
-            previous_owner=candidate["lease_owner"],
-            targeted=targeted,
-        )
-        self._append_event(
-            tx,
-            job_id=claimed.job_id,
-            occurrence_id=claimed.id,
-            event_type=event_type,
-            occurred_at=now,
-            owner_id=owner,
-            fence=claimed.fence,
-            data=data,
-        )
+        by_id = {row["occurrence_id"]: row for row in leased}
+        updated = [by_id.get(candidate["occurrence_id"]) for candidate in candidates]
+        jobs: dict[str, Job] = {}
+        claimed: list[Occurrence] = []
+        events: list[dict[str, Any]] = []
+        for candidate, row in zip(candidates, updated, strict=True):
+            if row is None:
+                raise ClaimConflict("Occurrence eligibility changed during claim")
+            job_id = row["job_id"]
+            job = jobs.get(job_id)
+            if job is None:
+                job_row = self._job_row(tx, job_id)
+                if job_row is not None:
+                    job = jobs[job_id] = rows.job_from_row(job_row)
+            occurrence = rows.occurrence_from_row(
+                row, job=job, reclaimed=candidate["status"] == "running"
+            )
+            event_type, data_json = common.claim_event_data(
+                attempt=occurrence.attempt,
+                previous_status=candidate["status"],
+                previous_owner=candidate["lease_owner"],
+                targeted=False,
+            )
+            events.append(
+                common.event_params(
+                    job_id=job_id,
+                    occurrence_id=occurrence.id,
+                    event_type=event_type,
+                    occurred_at=now,
+                    owner_id=owner,
+                    fence=occurrence.fence,
+                    data_json=data_json,
+                )
+            )
+            claimed.append(occurrence)
+        tx.many("insert_event", events)
         return claimed
-
-    def _claim_one(
-        self, tx: Tx, now: int, *, owner: str, lease: int, kind: str | None, workspace: str | None
-    ) -> Occurrence | None:
-        """claim_next's body: dead-letter expired final leases, then claim the most overdue."""
-        self._dead_letter_expired_leases(tx, now)
-        candidate = tx.one(
-            "claim_next_candidate", {"now": now, "job_kind": kind, "workspace_id": workspace}
-        )
-        if candidate is None:
-            return None
-        return self._apply_claim(
-            tx, candidate, owner=owner, lease_ms=lease, now=now, targeted=False
-        )
 
     def claim_next(
         self,
@@ -109,18 +180,18 @@ class LeaseOperations(OperationsBase):
         lease_ms: int,
         job_kind: str | None = None,
         workspace_id: str | None = None,
+        kinds: Collection[str] | None = None,
     ) -> Occurrence | None:
         owner = contract.normalize_identifier(owner_id, "ownerId")
         lease = contract.normalize_lease_ms(lease_ms)
-        kind = common.normalize_optional_identifier(job_kind, "jobKind", 128)
-        workspace = common.normalize_optional_identifier(workspace_id, "workspaceId")
+        wanted = inputs.normalize_kinds(job_kind, kinds)
+        workspace = inputs.normalize_optional_identifier(workspace_id, "workspaceId")
 
         def body(tx: Tx) -> Occurrence | None:
-            now = tx.now()
-            common.lease_expiry(now, lease)
-            return self._claim_one(
-                tx, now, owner=owner, lease=lease, kind=kind, workspace=workspace
+            claimed = self._claim(
+                tx, tx.now(), owner=owner, lease=lease, kinds=wanted, workspace=workspace, limit=1
             )
+            return claimed[0] if claimed else None
 
         return self._write(body)
 
@@ -132,29 +203,24 @@ class LeaseOperations(OperationsBase):
         limit: int,
         job_kind: str | None = None,
         workspace_id: str | None = None,
+        kinds: Collection[str] | None = None,
     ) -> list[Occurrence]:
         owner = contract.normalize_identifier(owner_id, "ownerId")
         lease = contract.normalize_lease_ms(lease_ms)
-        count = common.normalize_batch_limit(limit)
-        kind = common.normalize_optional_identifier(job_kind, "jobKind", 128)
-        workspace = common.normalize_optional_identifier(workspace_id, "workspaceId")
-
-        def body(tx: Tx) -> list[Occurrence]:
-            now = tx.now()
-            common.lease_expiry(now, lease)
-            claimed: list[Occurrence] = []
-            # Exactly ``count`` claim_next bodies at one instant, so a batch claims what the same
-            # number of claim_next calls would have, in the same order, with the same events.
-            while len(claimed) < count:
-                occurrence = self._claim_one(
-                    tx, now, owner=owner, lease=lease, kind=kind, workspace=workspace
-                )
-                if occurrence is None:
-                    break
-                claimed.append(occurrence)
-            return claimed
-
-        return self._write(body)
+        count = inputs.normalize_batch_limit(limit)
+        wanted = inputs.normalize_kinds(job_kind, kinds)
+        workspace = inputs.normalize_optional_identifier(workspace_id, "workspaceId")
+        return self._write(
+            lambda tx: self._claim(
+                tx,
+                tx.now(),
+                owner=owner,
+                lease=lease,
+                kinds=wanted,
+                workspace=workspace,
+                limit=count,
+            )
+        )
 
     def claim_occurrence(
         self, *, occurrence_id: str, owner_id: str, lease_ms: int
@@ -165,103 +231,164 @@ class LeaseOperations(OperationsBase):
 
         def body(tx: Tx) -> Occurrence | None:
             now = tx.now()
-            common.lease_expiry(now, lease)
+            expires = common.lease_expiry(now, lease)
             self._dead_letter_expired_leases(tx, now)
             if self._occurrence_row(tx, key) is None:
                 raise NotFound(f"Scheduler occurrence does not exist: {key}")
             candidate = tx.one("claim_target_candidate", {"occurrence_id": key, "now": now})
             if candidate is None:
                 return None
-            return self._apply_claim(
-                tx, candidate, owner=owner, lease_ms=lease, now=now, targeted=True
-            )
-
-        return self._write(body)
-
-    def renew(self, *, occurrence_id: str, owner_id: str, fence: int, lease_ms: int) -> Occurrence:
-        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
-        lease = contract.normalize_lease_ms(lease_ms)
-
-        def body(tx: Tx) -> Occurrence:
-            now = tx.now()
-            expires = common.lease_expiry(now, lease)
             row = tx.one(
-                "renew_lease",
+                "apply_claim",
                 {
                     "occurrence_id": key,
+                    "expected_fence": candidate["fence"],
                     "owner_id": owner,
-                    "fence": token,
                     "lease_expires_at": expires,
                     "now": now,
                 },
             )
             if row is None:
-                raise common.lease_lost(key)
-            renewed = common.occurrence_from_row(row)
-            self._append_event(
-                tx,
-                job_id=renewed.job_id,
-                occurrence_id=key,
-                event_type="occurrence_renewed",
-                occurred_at=now,
-                owner_id=owner,
-                fence=token,
-                data={"leaseExpiresAt": renewed.lease_expires_at},
+                raise ClaimConflict("Occurrence eligibility changed during targeted claim")
+            job_row = self._job_row(tx, row["job_id"])
+            job = None if job_row is None else rows.job_from_row(job_row)
+            claimed = rows.occurrence_from_row(
+                row, job=job, reclaimed=candidate["status"] == "running"
             )
-            return renewed
+            event_type, data_json = common.claim_event_data(
+                attempt=claimed.attempt,
+                previous_status=candidate["status"],
+                previous_owner=candidate["lease_owner"],
+                targeted=True,
+            )
+            tx.run(
+                "insert_event",
+                common.event_params(
+                    job_id=claimed.job_id,
+                    occurrence_id=key,
+                    event_type=event_type,
+                    occurred_at=now,
+                    owner_id=owner,
+                    fence=claimed.fence,
+                    data_json=data_json,
+                ),
+            )
+            return claimed
 
         return self._write(body)
 
-    def _settle_one(self, tx: Tx, now: int, request: common.SettleRequest) -> Occurrence:
-        """settle's body. A lost lease raises before anything is written."""
-        key, owner, token = request.occurrence_id, request.owner_id, request.fence
-        current = self._occurrence_row(tx, key)
-        if (
-            current is None
-            or current["status"] != "running"
-            or current["lease_owner"] != owner
-            or current["fence"] != token
-            or current["lease_expires_at"] <= now
-        ):
-            raise common.lease_lost(key)
-        plan = common.plan_settle(
-            outcome=request.outcome,
-            retryable=request.retryable,
-            retry_at=request.retry_at,
-            result_json=request.result_json,
-            error_json=request.error_json,
-            attempt=int(current["attempt"]),
-            max_attempts=int(current["max_attempts"]),
-            available_at=int(current["available_at"]),
-            now=now,
+    # -- renewals ---------------------------------------------------------------------------
+
+    def _renew_many(
+        self, tx: Tx, now: int, renewals: Sequence[tuple[str, str, int, int]]
+    ) -> list[Occurrence | LeaseLost]:
+        updated = tx.rows_many(
+            "renew_lease",
+            [
+                {
+                    "occurrence_id": key,
+                    "owner_id": owner,
+                    "fence": fence,
+                    "lease_expires_at": common.lease_expiry(now, lease),
+                    "now": now,
+                }
+                for key, owner, fence, lease in renewals
+            ],
         )
-        row = tx.one(
+        results: list[Occurrence | LeaseLost] = []
+        events: list[dict[str, Any]] = []
+        for (key, owner, fence, _lease), row in zip(renewals, updated, strict=True):
+            if row is None:
+                results.append(common.lease_lost(key))
+                continue
+            renewed = rows.occurrence_from_row(row)
+            results.append(renewed)
+            events.append(
+                common.event_params(
+                    job_id=renewed.job_id,
+                    occurrence_id=key,
+                    event_type="occurrence_renewed",
+                    occurred_at=now,
+                    owner_id=owner,
+                    fence=fence,
+                    data_json=f'{{"leaseExpiresAt":{renewed.lease_expires_at}}}',
+                )
+            )
+        if events:
+            tx.many("insert_event", events)
+        return results
+
+    def renew(self, *, occurrence_id: str, owner_id: str, fence: int, lease_ms: int) -> Occurrence:
+        key, owner, token = inputs.normalize_lease_holder(occurrence_id, owner_id, fence)
+        lease = contract.normalize_lease_ms(lease_ms)
+
+        def body(tx: Tx) -> Occurrence:
+            [outcome] = self._renew_many(tx, tx.now(), [(key, owner, token, lease)])
+            if isinstance(outcome, LeaseLost):
+                raise outcome
+            return outcome
+
+        return self._write(body)
+
+    def renew_batch(self, renewals: Sequence[Renewal]) -> list[Occurrence | LeaseLost]:
+        normalized = inputs.normalize_renewals(renewals)
+        if not normalized:
+            self._assert_open()
+            return []
+        return self._write(lambda tx: self._renew_many(tx, tx.now(), normalized))
+
+    # -- settling ---------------------------------------------------------------------------
+
+    def _settle_many(
+        self, tx: Tx, now: int, requests: Sequence[inputs.SettleRequest]
+    ) -> list[Occurrence | LeaseLost]:
+        updated = tx.rows_many(
             "settle_occurrence",
-            {
-                "occurrence_id": key,
-                "owner_id": owner,
-                "fence": token,
-                "status": plan.status,
-                "available_at": plan.available_at,
-                "last_error_json": plan.last_error_json,
-                "result_json": plan.result_json,
-                "settled_at": plan.settled_at,
-                "now": now,
-            },
+            [
+                {
+                    "occurrence_id": request.occurrence_id,
+                    "owner_id": request.owner_id,
+                    "fence": request.fence,
+                    "succeeded": 1 if request.outcome == "succeeded" else 0,
+                    "retryable": 1 if request.retryable else 0,
+                    "retry_available_at": (
+                        now
+                        if request.retry_at is None or request.retry_at < now
+                        else request.retry_at
+                    ),
+                    "error_json": request.error_json,
+                    "result_json": request.result_json,
+                    "now": now,
+                }
+                for request in requests
+            ],
         )
-        if row is None:
-            raise common.lease_lost(key)
-        self._append_event(
-            tx,
-            job_id=current["job_id"],
-            occurrence_id=key,
-            event_type=plan.event_type,
-            occurred_at=now,
-            owner_id=owner,
-            fence=token,
-            data=plan.event_data,
-        )
-        return common.occurrence_from_row(row)
+        results: list[Occurrence | LeaseLost] = []
+        events: list[dict[str, Any]] = []
+        tally: Counter[tuple[int, str, str, str]] = Counter()
+        for request, row in zip(requests, updated, strict=True):
+            if row is None:
+                # Fenced out: this one changed nothing, and must not undo the others.
+                results.append(common.lease_lost(request.occurrence_id))
+                continue
+            event_type, data_json = common.settle_event(row)
+            events.append(
+                common.event_params(
+                    job_id=row["job_id"],
+                    occurrence_id=request.occurrence_id,
+                    event_type=event_type,
+                    occurred_at=now,
+                    owner_id=request.owner_id,
+                    fence=request.fence,
+                    data_json=data_json,
+                )
+            )
+            _count_settlement(tally, now, row, request.owner_id)
+            results.append(rows.occurrence_from_row(row))
+        if events:
+            tx.many("insert_event", events)
+            tx.many("add_throughput", _throughput_params(tally))
+        return results
 
     def settle(
         self,
@@ -275,7 +402,7 @@ class LeaseOperations(OperationsBase):
         retryable: bool = True,
         retry_at: int | None = None,
     ) -> Occurrence:
-        request = common.normalize_settle_request(
+        request = inputs.normalize_settle_request(
             occurrence_id=occurrence_id,
             owner_id=owner_id,
             fence=fence,
@@ -285,31 +412,28 @@ class LeaseOperations(OperationsBase):
             retryable=retryable,
             retry_at=retry_at,
         )
-        return self._write(lambda tx: self._settle_one(tx, tx.now(), request))
 
-    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
-        requests = common.normalize_settlements(settlements)
-        if not requests:
-            self._assert_open()
-            return []
-
-        def body(tx: Tx) -> list[Occurrence | LeaseLost]:
-            now = tx.now()
-            settled: list[Occurrence | LeaseLost] = []
-            for request in requests:
-                try:
-                    settled.append(self._settle_one(tx, now, request))
-                except LeaseLost as lost:
-                    # Fenced out: this one changed nothing, and must not undo the others.
-                    settled.append(lost)
+        def body(tx: Tx) -> Occurrence:
+            [settled] = self._settle_many(tx, tx.now(), [request])
+            if isinstance(settled, LeaseLost):
+                raise settled
             return settled
 
         return self._write(body)
 
+    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
+        requests = inputs.normalize_settlements(settlements)
+        if not requests:
+            self._assert_open()
+            return []
+        return self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
+
+    # -- giving leases up -------------------------------------------------------------------
+
     def release_lease(
         self, *, occurrence_id: str, owner_id: str, fence: int, reason: str
     ) -> Occurrence:
-        key, owner, token = common.normalize_lease_holder(occurrence_id, owner_id, fence)
+        key, owner, token = inputs.normalize_lease_holder(occurrence_id, owner_id, fence)
         why = contract.normalize_identifier(reason, "reason", max_length=128)
 
         def body(tx: Tx) -> Occurrence:
@@ -320,7 +444,7 @@ class LeaseOperations(OperationsBase):
             )
             if row is None:
                 raise common.lease_lost(key)
-            released = common.occurrence_from_row(row)
+            released = rows.occurrence_from_row(row)
             self._append_event(
                 tx,
                 job_id=released.job_id,
@@ -337,10 +461,104 @@ class LeaseOperations(OperationsBase):
         self._after_enqueue()
         return occurrence
 
+    def expire_leases_of(self, owner_id: str, *, reason: str) -> list[Occurrence]:
+        """End every live lease of ``owner_id`` now, because that owner is known to be gone.
+
+        For a worker whose death is certain (its lock could be taken: the process or database
+        session that held it is gone). The next claim takes each occurrence over — or
+        dead-letters it, if that was its final attempt — exactly as after a natural expiry;
+        fences keep this safe even if the owner were still alive. Appends
+        ``occurrence_lease_expired`` with ``{reason}`` per lease.
+        """
+        owner = contract.normalize_identifier(owner_id, "ownerId")
+        why = contract.normalize_identifier(reason, "reason", max_length=128)
+
+        def body(tx: Tx) -> list[Occurrence]:
+            now = tx.now()
+            held = tx.all("running_of_owner", {"owner_id": owner})
+            updated = tx.rows_many(
+                "expire_lease",
+                [
+                    {
+                        "occurrence_id": row["occurrence_id"],
+                        "owner_id": owner,
+                        "fence": row["fence"],
+                        "now": now,
+                    }
+                    for row in held
+                ],
+            )
+            expired = [rows.occurrence_from_row(row) for row in updated if row is not None]
+            events = [
+                common.event_params(
+                    job_id=occurrence.job_id,
+                    occurrence_id=occurrence.id,
+                    event_type="occurrence_lease_expired",
+                    occurred_at=now,
+                    owner_id=owner,
+                    fence=occurrence.fence,
+                    data_json=contract.encode_trusted_json({"reason": why}),
+                )
+                for occurrence in expired
+            ]
+            if events:
+                tx.many("insert_event", events)
+            return expired
+
+        expired = self._write(body)
+        if expired:
+            self._after_enqueue()
+        return expired
+
+    # -- operator actions -------------------------------------------------------------------
+
+    def cancel_occurrence(self, *, occurrence_id: str, actor: str, reason: str) -> Occurrence:
+        key = contract.normalize_identifier(occurrence_id, "occurrenceId")
+        who, why = inputs.normalize_actor_reason(actor, reason)
+        error_json = contract.canonical_json(
+            {"code": "cancelled", "message": why, "actor": who}, "error"
+        )
+
+        def body(tx: Tx) -> Occurrence:
+            now = tx.now()
+            current = self._occurrence_row(tx, key)
+            if current is None:
+                raise NotFound(f"Scheduler occurrence does not exist: {key}")
+            row = tx.one(
+                "cancel_occurrence", {"occurrence_id": key, "error_json": error_json, "now": now}
+            )
+            if row is None:
+                raise Conflict(
+                    f"Occurrence {key} is {current['status']}: only queued, waiting or running "
+                    "occurrences can be cancelled",
+                    code="SCHEDULER_CANCEL_CONFLICT",
+                    details={"status": current["status"]},
+                )
+            cancelled = rows.occurrence_from_row(row)
+            self._append_event(
+                tx,
+                job_id=cancelled.job_id,
+                occurrence_id=key,
+                event_type="occurrence_cancelled",
+                occurred_at=now,
+                owner_id=current["lease_owner"],
+                fence=int(current["fence"]),
+                data={
+                    "actor": who,
+                    "reason": why,
+                    "attempt": cancelled.attempt,
+                    "previousStatus": current["status"],
+                    "previousOwner": current["lease_owner"],
+                },
+            )
+            return cancelled
+
+        return self._write(body)
+
     def requeue_dead_letter(
         self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
     ) -> Occurrence:
-        key, fence, why, who = common.normalize_requeue_args(
+        key, fence, why, who = inputs.normalize_requeue_args(
             occurrence_id=occurrence_id, expected_fence=expected_fence, reason=reason, actor=actor
         )
 
@@ -373,7 +591,7 @@ class LeaseOperations(OperationsBase):
             )
             if row is None:
                 raise RequeueConflict("Dead letter changed during requeue")
-            requeued = common.occurrence_from_row(row)
+            requeued = rows.occurrence_from_row(row)
             record = tx.one(
                 "insert_requeue",
                 {

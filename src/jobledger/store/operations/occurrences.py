@@ -1,22 +1,35 @@
-"""Recording firings (idempotent enqueue) and reading occurrences and the audit log."""
+"""Recording firings (idempotent enqueue, one or many) and reading occurrences and events."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ... import contract
-from ...errors import DataCorrupt, IdempotencyPayloadMismatch, JobDisabled, NotFound
-from ...models import Event, Occurrence
-from .. import common
-from ..base import UNSET
+from ...errors import (
+    DataCorrupt,
+    IdempotencyPayloadMismatch,
+    InvalidArgument,
+    JobDisabled,
+    NotFound,
+)
+from ...models import UNSET, EnqueueRequest, Event, Occurrence, OccurrenceCount, OccurrencePage
+from .. import common, inputs, rows
 from ..tx import Tx
-from .base import OperationsBase
+from .base import JobMeta
+from .jobs import JobOperations
 
 __all__ = ["OccurrenceOperations"]
 
+# A stale cached job costs one re-read; after that the job row read inside the transaction is
+# current, so a second miss means the job really is missing or disabled.
+_ENQUEUE_TRIES = 2
 
-class OccurrenceOperations(OperationsBase):
-    """Recording firings (idempotent enqueue) and reading occurrences and the audit log."""
+
+class OccurrenceOperations(JobOperations):
+    """Recording firings (idempotent enqueue, one or many) and reading occurrences and events."""
+
+    # -- enqueue ----------------------------------------------------------------------------
 
     def enqueue_occurrence(
         self,
@@ -27,7 +40,10 @@ class OccurrenceOperations(OperationsBase):
         available_at: int | None = None,
         payload: Any = UNSET,
     ) -> Occurrence:
-        return self._enqueue(job_id, scheduled_for, trigger_key, available_at, payload, once=False)
+        request = inputs.normalize_enqueue(
+            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=False
+        )
+        return self._enqueue_requests([request])[0]
 
     def enqueue_occurrence_once_per_trigger(
         self,
@@ -38,108 +54,167 @@ class OccurrenceOperations(OperationsBase):
         available_at: int | None = None,
         payload: Any = UNSET,
     ) -> Occurrence:
-        return self._enqueue(job_id, scheduled_for, trigger_key, available_at, payload, once=True)
-
-    def _enqueue(
-        self,
-        job_id: object,
-        scheduled_for: object,
-        trigger_key: object,
-        available_at: object,
-        payload: object,
-        *,
-        once: bool,
-    ) -> Occurrence:
-        key = contract.normalize_identifier(job_id, "jobId")
-        scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
-        trigger = contract.normalize_identifier(trigger_key, "triggerKey")
-        available = contract.normalize_epoch_ms(
-            scheduled if available_at is None else available_at, "availableAt"
+        request = inputs.normalize_enqueue(
+            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=True
         )
-        override_json = common.normalize_payload_override(payload)
+        return self._enqueue_requests([request])[0]
+
+    def enqueue_batch(self, requests: Sequence[EnqueueRequest]) -> list[Occurrence]:
+        normalized = inputs.normalize_enqueue_batch(requests)
+        if not normalized:
+            self._assert_open()
+            return []
+        return self._enqueue_requests(normalized)
+
+    def _enqueue_requests(self, requests: Sequence[inputs.EnqueueInput]) -> list[Occurrence]:
         inserted = False
 
-        def body(tx: Tx) -> Occurrence:
+        def body(tx: Tx) -> list[Occurrence]:
             nonlocal inserted
             now = tx.now()
-            if once:
-                existing = tx.all(
-                    "list_occurrences_by_trigger",
-                    {"job_id": key, "trigger_key": trigger, "limit": 2},
+            metas: dict[str, JobMeta | None] = {}
+            results: list[Occurrence | None] = [None] * len(requests)
+            events: list[dict[str, Any]] = []
+            # The common case in bulk: new firings of known, enabled jobs, one insert each
+            # (pipelined on PostgreSQL). Whatever that does not settle takes the general path.
+            bulk: list[tuple[int, JobMeta, str, str]] = []
+            for index, request in enumerate(requests):
+                if request.once_per_trigger:
+                    continue
+                meta = self._job_meta(tx, request.job_id, metas)
+                if meta is None or not meta.enabled:
+                    continue
+                occurrence_id, idempotency_key = contract.occurrence_identity(
+                    request.job_id, meta.revision, request.scheduled_for, request.trigger_key
                 )
-                if len(existing) > 1:
-                    raise DataCorrupt(
-                        "More than one occurrence exists for a once-per-trigger key",
-                        details={"jobId": key, "triggerKey": trigger},
+                bulk.append((index, meta, occurrence_id, idempotency_key))
+            written = tx.rows_many(
+                "insert_occurrence_from_job",
+                [
+                    _insert_params(requests[index], meta, occurrence_id, idempotency_key, now)
+                    for index, meta, occurrence_id, idempotency_key in bulk
+                ],
+            )
+            for (index, meta, occurrence_id, idempotency_key), row in zip(
+                bulk, written, strict=True
+            ):
+                if row is None:
+                    continue
+                request = requests[index]
+                results[index] = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
+                events.append(
+                    common.event_params(
+                        job_id=request.job_id,
+                        occurrence_id=occurrence_id,
+                        event_type="occurrence_enqueued",
+                        occurred_at=now,
+                        data_json=enqueued_event_data(request, meta),
                     )
-                if existing:
-                    return common.occurrence_from_row(existing[0], deduplicated=True)
-            row = self._job_row(tx, key)
-            if row is None:
+                )
+            for index, request in enumerate(requests):
+                if results[index] is not None:
+                    continue
+                try:
+                    occurrence, event = self._enqueue_one(tx, now, request, metas)
+                except (NotFound, JobDisabled, IdempotencyPayloadMismatch, DataCorrupt) as exc:
+                    if len(requests) > 1:
+                        exc.details = {**(exc.details or {}), "index": index}
+                    raise
+                if event is not None:
+                    events.append(event)
+                results[index] = occurrence
+            if events:
+                tx.many("insert_event", events)
+                inserted = True
+            return [occurrence for occurrence in results if occurrence is not None]
+
+        occurrences = self._write(body)
+        if inserted:
+            self._after_enqueue()
+        return occurrences
+
+    def _job_meta(self, tx: Tx, job_id: str, metas: dict[str, JobMeta | None]) -> JobMeta | None:
+        if job_id in metas:
+            return metas[job_id]
+        meta = self._cached_job(job_id)
+        if meta is None:
+            meta = self._load_job_meta(tx, job_id)
+        metas[job_id] = meta
+        return meta
+
+    def _enqueue_one(
+        self,
+        tx: Tx,
+        now: int,
+        request: inputs.EnqueueInput,
+        metas: dict[str, JobMeta | None],
+    ) -> tuple[Occurrence, dict[str, Any] | None]:
+        key, trigger = request.job_id, request.trigger_key
+        if request.once_per_trigger:
+            existing = tx.all(
+                "list_occurrences_by_trigger", {"job_id": key, "trigger_key": trigger, "limit": 2}
+            )
+            if len(existing) > 1:
+                raise DataCorrupt(
+                    "More than one occurrence exists for a once-per-trigger key",
+                    details={"jobId": key, "triggerKey": trigger},
+                )
+            if existing:
+                return rows.occurrence_from_row(existing[0], deduplicated=True), None
+        for attempt in range(_ENQUEUE_TRIES):
+            meta = self._job_meta(tx, key, metas)
+            if meta is None:
                 raise NotFound(f"Scheduler job does not exist: {key}")
-            job = common.job_from_row(row)
-            if not job.enabled:
+            if not meta.enabled:
+                if attempt == 0:  # the cache may be stale: read the row itself once
+                    metas[key] = self._load_job_meta(tx, key)
+                    continue
                 raise JobDisabled(f"Scheduler job is disabled: {key}")
-            occurrence_id, idempotency_key = contract.derive_occurrence_identity(
-                job_id=key, job_revision=job.revision, scheduled_for=scheduled, trigger_key=trigger
+            occurrence_id, idempotency_key = contract.occurrence_identity(
+                key, meta.revision, request.scheduled_for, trigger
             )
             payload_json = (
-                contract.canonical_json(job.payload, "occurrence.payload")
-                if override_json is None
-                else override_json
+                meta.payload_json if request.payload_json is None else request.payload_json
             )
-            changed = tx.run(
-                "insert_occurrence",
-                {
-                    "occurrence_id": occurrence_id,
-                    "job_id": key,
-                    "job_revision": job.revision,
-                    "idempotency_key": idempotency_key,
-                    "trigger_key": trigger,
-                    "scheduled_for": scheduled,
-                    "available_at": available,
-                    "max_attempts": job.max_attempts,
-                    "authority_json": contract.canonical_json(
-                        job.authority, "occurrence.authority"
-                    ),
-                    "payload_json": payload_json,
-                    "now": now,
-                },
+            written = tx.one(
+                "insert_occurrence_from_job",
+                _insert_params(request, meta, occurrence_id, idempotency_key, now),
             )
+            if written is not None:
+                occurrence = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
+                event = common.event_params(
+                    job_id=key,
+                    occurrence_id=occurrence_id,
+                    event_type="occurrence_enqueued",
+                    occurred_at=now,
+                    data_json=enqueued_event_data(request, meta),
+                )
+                return occurrence, event
             stored = tx.one("get_occurrence_by_key", {"idempotency_key": idempotency_key})
-            if stored is None or stored["occurrence_id"] != occurrence_id:
+            if stored is None:
+                # Nothing inserted and nothing there: the job changed under the cached entry.
+                metas[key] = self._load_job_meta(tx, key)
+                continue
+            if stored["occurrence_id"] != occurrence_id:
                 raise DataCorrupt("Occurrence idempotency identity does not match stored data")
             if stored["payload_json"] != payload_json:
                 raise IdempotencyPayloadMismatch(
                     "Occurrence idempotency identity was reused with a different payload",
                     details={"jobId": key, "triggerKey": trigger},
                 )
-            if changed == 1:
-                inserted = True
-                self._append_event(
-                    tx,
-                    job_id=key,
-                    occurrence_id=occurrence_id,
-                    event_type="occurrence_enqueued",
-                    occurred_at=now,
-                    data={
-                        "jobRevision": job.revision,
-                        "scheduledFor": scheduled,
-                        "triggerKey": trigger,
-                    },
-                )
-            return common.occurrence_from_row(stored, deduplicated=changed == 0)
+            return rows.occurrence_from_row(stored, deduplicated=True), None
+        meta = metas.get(key)
+        if meta is None:
+            raise NotFound(f"Scheduler job does not exist: {key}")
+        raise JobDisabled(f"Scheduler job is disabled: {key}")
 
-        occurrence = self._write(body)
-        if inserted:
-            self._after_enqueue()
-        return occurrence
+    # -- reads ------------------------------------------------------------------------------
 
     def get_occurrence(self, occurrence_id: str) -> Occurrence | None:
         self._assert_open()
         key = contract.normalize_identifier(occurrence_id, "occurrenceId")
         row = self._read(lambda tx: self._occurrence_row(tx, key))
-        return None if row is None else common.occurrence_from_row(row)
+        return None if row is None else rows.occurrence_from_row(row)
 
     def list_occurrences_by_trigger(
         self, *, job_id: str, trigger_key: str, limit: int = 2
@@ -148,10 +223,59 @@ class OccurrenceOperations(OperationsBase):
         params = {
             "job_id": contract.normalize_identifier(job_id, "jobId"),
             "trigger_key": contract.normalize_identifier(trigger_key, "triggerKey"),
-            "limit": common.normalize_limit(limit),
+            "limit": inputs.normalize_limit(limit),
         }
-        rows = self._read(lambda tx: tx.all("list_occurrences_by_trigger", params))
-        return [common.occurrence_from_row(row) for row in rows]
+        found = self._read(lambda tx: tx.all("list_occurrences_by_trigger", params))
+        return [rows.occurrence_from_row(row) for row in found]
+
+    def list_occurrences(
+        self,
+        *,
+        status: str | None = None,
+        job_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> OccurrencePage:
+        self._assert_open()
+        wanted = inputs.normalize_status(status)
+        job = inputs.normalize_optional_identifier(job_id, "jobId")
+        kind_filter = inputs.normalize_optional_identifier(kind, "kind", 128)
+        bounded = inputs.normalize_page_limit(limit)
+        cursor_at, cursor_id = _parse_cursor(cursor)
+        params = {
+            "status": wanted,
+            "job_id": job,
+            "kind": kind_filter,
+            "limit": bounded + 1,
+            "cursor_at": cursor_at,
+            "cursor_id": cursor_id,
+        }
+        if job is not None:
+            query = "list_occurrences_by_job"
+        elif kind_filter is not None:
+            query = "list_occurrences_by_kind"
+        elif wanted is not None:
+            query = "list_occurrences_by_status"
+        else:
+            query = "list_occurrences_all"
+        found = self._read(lambda tx: tx.all(query, params))
+        items = tuple(rows.occurrence_from_row(row) for row in found[:bounded])
+        next_cursor = None
+        if len(found) > bounded:
+            last = items[-1]
+            next_cursor = f"{last.created_at}.{last.id}"
+        return OccurrencePage(items, next_cursor)
+
+    def count_occurrences(self, *, job_id: str | None = None) -> list[OccurrenceCount]:
+        self._assert_open()
+        job = inputs.normalize_optional_identifier(job_id, "jobId")
+        if job is None:
+            found = self._read(lambda tx: tx.all("count_occurrences"))
+        else:
+            found = self._read(lambda tx: tx.all("count_occurrences_of_job", {"job_id": job}))
+        counts = [OccurrenceCount(row["kind"], row["status"], int(row["n"])) for row in found]
+        return sorted(counts, key=lambda c: (c.kind, c.status))
 
     def history(
         self,
@@ -162,8 +286,8 @@ class OccurrenceOperations(OperationsBase):
     ) -> list[Event]:
         self._assert_open()
         bounded = contract.normalize_history_limit(limit)
-        occurrence = common.normalize_optional_identifier(occurrence_id, "occurrenceId")
-        job = common.normalize_optional_identifier(job_id, "jobId")
+        occurrence = inputs.normalize_optional_identifier(occurrence_id, "occurrenceId")
+        job = inputs.normalize_optional_identifier(job_id, "jobId")
         params: dict[str, Any] = {"limit": bounded, "occurrence_id": occurrence, "job_id": job}
         if occurrence is not None and job is not None:
             query = "history_by_occurrence_and_job"
@@ -173,19 +297,131 @@ class OccurrenceOperations(OperationsBase):
             query = "history_by_job"
         else:
             query = "history_all"
-        rows = self._read(lambda tx: tx.all(query, params))
-        return [common.event_from_row(row) for row in rows]
+        found = self._read(lambda tx: tx.all(query, params))
+        return [rows.event_from_row(row) for row in found]
+
+    def events(
+        self,
+        *,
+        occurrence_id: str | None = None,
+        job_id: str | None = None,
+        event_type: str | None = None,
+        before_id: int | None = None,
+        after_id: int | None = None,
+        limit: int = contract.DEFAULT_HISTORY_LIMIT,
+    ) -> list[Event]:
+        self._assert_open()
+        bounded = inputs.normalize_page_limit(limit)
+        params: dict[str, Any] = {
+            "occurrence_id": inputs.normalize_optional_identifier(occurrence_id, "occurrenceId"),
+            "job_id": inputs.normalize_optional_identifier(job_id, "jobId"),
+            "event_type": inputs.normalize_optional_identifier(event_type, "eventType", 128),
+            "before_id": None if before_id is None else _event_id(before_id, "before_id"),
+            "after_id": None if after_id is None else _event_id(after_id, "after_id"),
+            "limit": bounded,
+        }
+        if params["after_id"] is not None and params["before_id"] is None:
+            # Following the log forwards: oldest first, so a tail can resume from the last id.
+            found = self._read(lambda tx: tx.all("history_after", params))
+        else:
+            found = self._read(lambda tx: tx.all("history_page", params))
+        return [rows.event_from_row(row) for row in found]
 
     def list_dead_letters(
         self, *, job_id: str | None = None, limit: int = contract.DEFAULT_HISTORY_LIMIT
     ) -> list[Occurrence]:
         self._assert_open()
         bounded = contract.normalize_history_limit(limit)
-        job = common.normalize_optional_identifier(job_id, "jobId")
+        job = inputs.normalize_optional_identifier(job_id, "jobId")
         if job is None:
-            rows = self._read(lambda tx: tx.all("list_dead_letters", {"limit": bounded}))
+            found = self._read(lambda tx: tx.all("list_dead_letters", {"limit": bounded}))
         else:
-            rows = self._read(
+            found = self._read(
                 lambda tx: tx.all("list_dead_letters_by_job", {"limit": bounded, "job_id": job})
             )
-        return [common.occurrence_from_row(row) for row in rows]
+        return [rows.occurrence_from_row(row) for row in found]
+
+
+def _insert_params(
+    request: inputs.EnqueueInput,
+    meta: JobMeta,
+    occurrence_id: str,
+    idempotency_key: str,
+    now: int,
+) -> dict[str, Any]:
+    return {
+        "occurrence_id": occurrence_id,
+        "job_id": request.job_id,
+        "job_revision": meta.revision,
+        "idempotency_key": idempotency_key,
+        "trigger_key": request.trigger_key,
+        "scheduled_for": request.scheduled_for,
+        "available_at": request.available_at,
+        "payload_json": request.payload_json,
+        "workspace_id": meta.workspace_id,
+        "now": now,
+    }
+
+
+def enqueued_event_data(request: inputs.EnqueueInput, meta: JobMeta) -> str:
+    """The canonical data of ``occurrence_enqueued`` (keys in canonical order)."""
+    return (
+        f'{{"jobRevision":{meta.revision},"scheduledFor":{request.scheduled_for},'
+        f'"triggerKey":{contract.json_string(request.trigger_key)}}}'
+    )
+
+
+def new_occurrence(
+    request: inputs.EnqueueInput,
+    meta: JobMeta,
+    occurrence_id: str,
+    idempotency_key: str,
+    now: int,
+) -> Occurrence:
+    """The occurrence an enqueue just inserted, built from what it wrote (no read-back)."""
+    return Occurrence(
+        id=occurrence_id,
+        job_id=request.job_id,
+        job_revision=meta.revision,
+        idempotency_key=idempotency_key,
+        trigger_key=request.trigger_key,
+        scheduled_for=request.scheduled_for,
+        available_at=request.available_at,
+        status="queued",
+        attempt=0,
+        max_attempts=meta.max_attempts,
+        fence=0,
+        lease_owner=None,
+        lease_expires_at=None,
+        authority=contract.parse_stored_json(meta.authority_json),
+        payload=(
+            contract.parse_stored_json(meta.payload_json)
+            if request.payload_json is None
+            else request.payload
+        ),
+        last_error=None,
+        result=None,
+        created_at=now,
+        updated_at=now,
+        settled_at=None,
+        kind=meta.kind,
+    )
+
+
+def _event_id(value: object, field: str) -> int:
+    if not isinstance(value, int) or not contract.is_safe_int(value) or value < 0:
+        raise InvalidArgument(f"{field} must be a non-negative event id")
+    return value
+
+
+def _parse_cursor(cursor: object) -> tuple[int | None, str | None]:
+    if cursor is None:
+        return None, None
+    if not isinstance(cursor, str):
+        raise InvalidArgument("cursor must be a string from a previous page")
+    at, dot, occurrence_id = cursor.partition(".")
+    if not dot or not at.isdigit() or not occurrence_id.startswith("occ_"):
+        raise InvalidArgument(
+            "cursor is not one a previous page returned", details={"field": "cursor"}
+        )
+    return int(at), occurrence_id

@@ -339,6 +339,26 @@ class PostgresPool:
                 assert mapped is not None
                 raise mapped from retry.cause
 
+    def statement(self, sql: str, params: dict[str, Any]) -> list[DictRow]:
+        """Run one self-contained statement as its own transaction (autocommit): one round trip.
+
+        For statements that name their tables with the schema and read the clock themselves.
+        The statement commits as it completes, so a failure leaves the outcome unknown
+        (``commitState: "unknown"``) unless the server answered with an error; callers use it
+        only for idempotent writes they can check by reading back.
+        """
+        self.assert_open()
+        try:
+            with self._pool.connection(timeout=self._pool_timeout) as conn:
+                try:
+                    rows: list[DictRow] = conn.execute(sql, params).fetchall()
+                    return rows
+                except psycopg.Error as exc:
+                    rollback_quietly(conn)
+                    raise self._failure(exc, conn, stage="commit", phase="write") from exc
+        except psycopg.Error as exc:  # no connection was checked out (pool timeout or closed)
+            raise self._failure(exc, None, stage="connect", phase="write") from exc
+
     def _attempt(
         self,
         body: Callable[[PgConnection, int], tuple[T, bool]],

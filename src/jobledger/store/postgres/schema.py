@@ -1,10 +1,11 @@
 """PostgreSQL schema: the migration ladder, verification on every open, and forward upgrades.
 
-The same versions as the SQLite store (1 = the reference kernel's tables, 2 = requeues), each a
-checksummed DDL file in ``migrations/``, recorded in the ``migrations`` table of the store's own
-schema (default ``jobledger``). Every open verifies, before anything is written:
+The same rungs as the SQLite store (:mod:`jobledger.store.migrations` owns the ladder, the one
+history rule and the flow), each a checksummed DDL file in ``migrations/``, recorded in the
+``migrations`` table of the store's own schema (default ``jobledger``). Every open verifies,
+before anything is written:
 
-1. the migration history is a known prefix of :data:`MIGRATIONS` (names and checksums);
+1. the migration history is a known prefix of the ladder (names and checksums);
 2. the schema holds exactly that version's tables, with the expected columns;
 3. a fingerprint of the catalog — every relation, column type/nullability/default/identity,
    constraint definition, index definition, trigger, rule, policy, function and type in the
@@ -20,45 +21,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import MigrationRequired, SchemaCorrupt, SchemaUnknown
-from ...models import MigrationRecord, SchemaInfo
-from ..common import migration_checksum
+from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown
+from ...models import MigrationRecord, SchemaInfo, VerifyCheck, VerifyReport
+from .. import migrations as ladder
+from ..migrations import Migration, SchemaOutcome
+from ..rows import read_stored_authority
 from .connection import PgConnection, begin_sql, execute_begin, rollback_quietly
 
 __all__ = [
     "APPLICATION_ID",
     "LATEST_VERSION",
     "MIGRATIONS",
-    "Migration",
+    "PostgresSchema",
     "catalog_fingerprint",
     "ensure_schema",
     "read_schema_info",
 ]
 
 APPLICATION_ID = 0x4343534B  # "CCSK", the same identity the SQLite store records
-_MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-
-
-def _ddl(file_name: str) -> str:
-    return (_MIGRATIONS_DIR / file_name).read_text(encoding="utf-8")
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    name: str
-    ddl: str
-    fingerprint: str  # of the catalog after applying every migration up to this one
-    tables: tuple[str, ...]
-
-    @property
-    def checksum(self) -> str:
-        return migration_checksum(self.ddl)
-
 
 # (column, information_schema data_type, nullable) per table, in column order.
 _T, _B, _I, _S = "text", "bigint", "integer", "smallint"
@@ -130,23 +114,59 @@ _V2_COLUMNS = {
         ("requested_at", _B, False),
     ),
 }
-_COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS}
+_V3_COLUMNS = {
+    **_V2_COLUMNS,
+    "occurrences": (
+        *_V1_COLUMNS["occurrences"],
+        ("kind", _T, False),
+        ("workspace_id", _T, True),
+        ("runnable", _S, False),
+    ),
+    "jobledger_schedules": (
+        ("job_id", _T, False),
+        ("job_revision", _B, False),
+        ("planned_through", _B, False),
+        ("next_due_at", _B, True),
+        ("last_slot", _B, True),
+        ("skips_json", _T, False),
+        ("updated_at", _B, False),
+    ),
+    "jobledger_workers": (
+        ("worker_id", _T, False),
+        ("hostname", _T, False),
+        ("pid", _B, False),
+        ("started_at", _B, False),
+        ("last_seen_at", _B, False),
+        ("stopped_at", _B, True),
+        ("info_json", _T, False),
+    ),
+    "jobledger_audit": (
+        ("audit_id", _B, False),
+        ("occurred_at", _B, False),
+        ("action", _T, False),
+        ("actor", _T, False),
+        ("subject", _T, True),
+        ("data_json", _T, False),
+    ),
+    "jobledger_throughput": (
+        ("minute", _B, False),
+        ("kind", _T, False),
+        ("owner_id", _T, False),
+        ("succeeded", _B, False),
+        ("retried", _B, False),
+        ("dead_lettered", _B, False),
+    ),
+}
+_COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS}
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        version=1,
-        name="scheduler-kernel-v1",
-        ddl=_ddl("0001_scheduler-kernel-v1.sql"),
-        fingerprint="294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
-        tables=("events", "jobs", "migrations", "occurrences"),
-    ),
-    Migration(
-        version=2,
-        name="jobledger-requeue-v2",
-        ddl=_ddl("0002_jobledger-requeue-v2.sql"),
-        fingerprint="fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
-        tables=("events", "jobledger_requeues", "jobs", "migrations", "occurrences"),
-    ),
+MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
+    Path(__file__).with_name("migrations"),
+    fingerprints={
+        1: "294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
+        2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
+        3: "1c93ba86a5e315b795e2f386e1cb3e88582c8ded4d6383fe480bb76bace86aeb",
+    },
+    tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -261,31 +281,17 @@ def _tables(conn: PgConnection, schema: str) -> list[str]:
 
 
 def _history(conn: PgConnection) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT version, name, checksum FROM migrations ORDER BY version"
-    ).fetchall()
+    try:
+        rows = conn.execute(
+            "SELECT version, name, checksum FROM migrations ORDER BY version"
+        ).fetchall()
+    except Exception as exc:
+        raise SchemaCorrupt("Scheduler migration history could not be read") from exc
     return [dict(row) for row in rows]
 
 
-def _known_version(history: list[dict[str, Any]]) -> int:
-    """The version a migration history stands for, or refuse an unknown history."""
-    expected = [{"version": m.version, "name": m.name, "checksum": m.checksum} for m in MIGRATIONS]
-    if not history or history != expected[: len(history)]:
-        newer = any(
-            isinstance(row.get("version"), int) and row["version"] > LATEST_VERSION
-            for row in history
-        )
-        raise SchemaUnknown(
-            "Scheduler schema is newer than this jobledger; upgrade jobledger"
-            if newer
-            else "Scheduler migration history is unknown",
-            details={"migrations": history},
-        )
-    return len(history)
-
-
-def _current_version(conn: PgConnection, schema: str) -> int | None:
-    """``None`` for an absent or empty schema; else the verified-as-known history's version."""
+def _read_history(conn: PgConnection, schema: str) -> list[dict[str, Any]] | None:
+    """``None`` for an absent or empty schema; else its migration history."""
     if not _schema_exists(conn, schema):
         return None
     tables = _tables(conn, schema)
@@ -296,11 +302,7 @@ def _current_version(conn: PgConnection, schema: str) -> int | None:
             "Refusing a non-empty schema without jobledger migration history",
             details={"schema": schema, "tables": tables},
         )
-    try:
-        history = _history(conn)
-    except Exception as exc:
-        raise SchemaCorrupt("Scheduler migration history could not be read") from exc
-    return _known_version(history)
+    return _history(conn)
 
 
 def _verify(conn: PgConnection, schema: str, version: int) -> None:
@@ -342,60 +344,105 @@ def _lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def ensure_schema(conn: PgConnection, *, schema: str, clock: Any, migrate: bool) -> int:
-    """Create, verify or upgrade ``schema`` on ``conn`` (autocommit); return its version.
+class PostgresSchema:
+    """The :class:`~jobledger.store.migrations.SchemaDialect` of one schema, on one autocommit
+    connection. PostgreSQL DDL is transactional, so an upgrade that fails leaves nothing behind
+    and no file copy is needed (``backup`` keeps none; use ``pg_dump`` for your own)."""
+
+    migrations = MIGRATIONS
+
+    def __init__(self, conn: PgConnection, *, schema: str, clock: Any) -> None:
+        self._conn = conn
+        self._schema = schema
+        self._clock = clock
+        self._db_now = 0
+
+    def read_history(self) -> list[dict[str, Any]] | None:
+        try:
+            execute_begin(self._conn, begin_sql(self._schema, read_only=True))
+            return _read_history(self._conn, self._schema)
+        finally:
+            rollback_quietly(self._conn)
+
+    def verify(self, version: int, *, full: bool) -> None:
+        try:
+            execute_begin(self._conn, begin_sql(self._schema, read_only=True))
+            _verify(self._conn, self._schema, version)
+        finally:
+            rollback_quietly(self._conn)
+
+    def backup(self, version: int) -> Path | None:
+        return None
+
+    def upgrade(self, apply: Callable[[int | None], int | None]) -> int | None:
+        conn = self._conn
+        try:
+            self._db_now = execute_begin(conn, begin_sql(self._schema, read_only=False))
+            # Two processes opening a fresh or old schema at once: the second waits here, then
+            # finds the work done.
+            conn.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _lock_key(self._schema)})
+            history = _read_history(conn, self._schema)
+            current = None if history is None else ladder.known_version(history, MIGRATIONS)
+            if current is not None:
+                _verify(conn, self._schema, current)
+            reached = apply(current)
+            if reached is not None:
+                _verify(conn, self._schema, reached)
+            conn.execute("COMMIT")
+            return reached
+        finally:
+            rollback_quietly(conn)
+
+    def apply_migration(self, migration: Migration) -> None:
+        conn = self._conn
+        if migration.version == 1 and not _schema_exists(conn, self._schema):
+            conn.execute(f'CREATE SCHEMA "{self._schema}"')
+        conn.execute(migration.ddl)
+        conn.execute(
+            "INSERT INTO migrations (version, name, checksum, applied_at) "
+            "VALUES (%(version)s, %(name)s, %(checksum)s, %(now)s)",
+            {
+                "version": migration.version,
+                "name": migration.name,
+                "checksum": migration.checksum,
+                "now": self._db_now if self._clock is None else self._clock(),
+            },
+        )
+
+
+def ensure_schema(
+    conn: PgConnection, *, schema: str, clock: Any, migrate: bool
+) -> SchemaOutcome:
+    """Create, verify or upgrade ``schema`` on ``conn`` (autocommit).
 
     ``clock`` is the injected clock or ``None`` (then ``applied_at`` is the database's time).
     """
-    try:
-        execute_begin(conn, begin_sql(schema, read_only=True))
-        version = _current_version(conn, schema)
-        if version == LATEST_VERSION:
-            _verify(conn, schema, version)
-            return version
-        if version is not None:
-            _verify(conn, schema, version)
-            if not migrate:
-                raise MigrationRequired(
-                    f"Scheduler schema {schema!r} is at v{version}; this jobledger needs "
-                    f"v{LATEST_VERSION}. Open it with migrate=True (the default) to upgrade.",
-                    details={"schemaVersion": version, "requiredVersion": LATEST_VERSION},
-                )
-    finally:
-        rollback_quietly(conn)
-    return _migrate(conn, schema=schema, clock=clock)
+    return ladder.ensure_schema(PostgresSchema(conn, schema=schema, clock=clock), migrate=migrate)
 
 
-def _migrate(conn: PgConnection, *, schema: str, clock: Any) -> int:
+def verify_database(conn: PgConnection, schema: str) -> VerifyReport:
+    """Every check for :meth:`~jobledger.Store.verify`: the newest catalog, and that every
+    stored authority is a valid envelope (PostgreSQL itself enforces keys and constraints)."""
+    checks: list[VerifyCheck] = []
     try:
-        db_now = execute_begin(conn, begin_sql(schema, read_only=False))
-        # Two processes opening a fresh or old schema at once: the second waits here, then
-        # finds the work done.
-        conn.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _lock_key(schema)})
-        version = _current_version(conn, schema)
-        if version is not None:
-            _verify(conn, schema, version)
-        if version != LATEST_VERSION:
-            if version is None and not _schema_exists(conn, schema):
-                conn.execute(f'CREATE SCHEMA "{schema}"')
-            now = db_now if clock is None else clock()
-            for migration in MIGRATIONS[(version or 0) :]:
-                conn.execute(migration.ddl)
-                conn.execute(
-                    "INSERT INTO migrations (version, name, checksum, applied_at) "
-                    "VALUES (%(version)s, %(name)s, %(checksum)s, %(now)s)",
-                    {
-                        "version": migration.version,
-                        "name": migration.name,
-                        "checksum": migration.checksum,
-                        "now": now,
-                    },
-                )
-            _verify(conn, schema, LATEST_VERSION)
-        conn.execute("COMMIT")
-    finally:
-        rollback_quietly(conn)
-    return LATEST_VERSION
+        _verify(conn, schema, LATEST_VERSION)
+    except SchedulerError as exc:
+        checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
+    else:
+        checks.append(VerifyCheck("schema", True))
+    bad: list[str] = []
+    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+        for row in conn.execute(f"SELECT {key} AS id, authority_json FROM {table}"):
+            try:
+                read_stored_authority(row["authority_json"], f"{table} authority")
+            except SchedulerError:
+                bad.append(str(row["id"]))
+    checks.append(
+        VerifyCheck(
+            "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}
+        )
+    )
+    return VerifyReport(tuple(checks))
 
 
 def read_schema_info(conn: PgConnection) -> SchemaInfo:

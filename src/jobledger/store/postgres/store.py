@@ -14,17 +14,22 @@ are operational, never semantic:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
 
+from ... import contract
 from ...clock import Clock
-from ...errors import InvalidArgument, SchedulerError
-from ...models import SchemaInfo
-from ..common import load_queries
+from ...contract import normalize_identifier
+from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
+from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
+from .. import inputs
+from ..base import OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
+from ..operations.occurrences import enqueued_event_data, new_occurrence
+from ..sql import load_queries, load_store_queries
 from . import schema as schema_module
 from .connection import (
     PgConnection,
@@ -35,14 +40,18 @@ from .connection import (
     validate_schema_name,
 )
 from .listener import NotificationListener
+from .liveness import AdvisoryOwnerLock, liveness_key, owner_gone
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "jobledger"
-QUERIES = load_queries(Path(__file__).with_name("queries.sql"))
+QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=True)
+FAST_PATHS = load_queries(Path(__file__).with_name("fast_paths.sql"))
 # A committed row from one of these makes work claimable now: its transaction sends NOTIFY.
-_WAKING_QUERIES = frozenset({"insert_occurrence", "release_lease", "requeue_dead_letter"})
+_WAKING_QUERIES = frozenset(
+    {"insert_occurrence_from_job", "release_lease", "requeue_dead_letter", "expire_lease"}
+)
 _URL_PREFIXES = ("postgresql://", "postgres://")
 
 
@@ -57,10 +66,22 @@ class _PostgresTx:
         self._db_now = db_now
         self.wakes = False
 
-    def _execute(self, query: str, params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
-        cursor = self._conn.execute(QUERIES[query], params or {})
-        if query in _WAKING_QUERIES and cursor.rowcount > 0:
-            self.wakes = True
+    def _execute(
+        self,
+        query: str,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+        *,
+        many: bool = False,
+    ) -> psycopg.Cursor[Any]:
+        """Every statement of the store goes through here (one place to observe them)."""
+        if many:
+            cursor = self._conn.cursor()
+            # psycopg pipelines executemany: one round trip for the whole batch.
+            cursor.executemany(QUERIES[query], params or [], returning=True)
+        else:
+            cursor = self._conn.execute(QUERIES[query], params or {})
+            if query in _WAKING_QUERIES and cursor.rowcount > 0:
+                self.wakes = True
         return cursor
 
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
@@ -73,6 +94,26 @@ class _PostgresTx:
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:
         return self._execute(query, params).rowcount
+
+    def many(self, query: str, params: Sequence[Mapping[str, Any]]) -> None:
+        if params:
+            self._execute(query, params, many=True)
+
+    def rows_many(self, query: str, params: Sequence[Mapping[str, Any]]) -> list[Row | None]:
+        if not params:
+            return []
+        cursor = self._execute(query, params, many=True)
+        found: list[Row | None] = []
+        while True:
+            found.append(cursor.fetchone())
+            if not cursor.nextset():
+                break
+        if query in _WAKING_QUERIES and any(row is not None for row in found):
+            self.wakes = True
+        return found
+
+    def id_list(self, values: Sequence[str]) -> object:
+        return list(values)
 
     def now(self) -> int:
         """The injected clock, else the database clock read when this transaction began."""
@@ -102,6 +143,8 @@ class PostgresStore(LedgerStore):
         target: str,
         schema: str,
         listener: NotificationListener | None,
+        conninfo: str = "",
+        connect_timeout: int = 10,
     ) -> None:
         self._pool = pool
         self._clock = clock
@@ -109,6 +152,11 @@ class PostgresStore(LedgerStore):
         self.schema = schema
         self.channel = pool.channel
         self.listener = listener
+        self._conninfo = conninfo
+        self._connect_timeout = connect_timeout
+        self._one_statement_enqueue = FAST_PATHS["enqueue_in_one_statement"].replace(
+            "{schema}", schema
+        )
 
     @classmethod
     def open(
@@ -179,7 +227,15 @@ class PostgresStore(LedgerStore):
                 connect_timeout=connect,
                 prepare_threshold=prepare_threshold,
             )
-            store = cls(pool=pool, clock=clock, target=target, schema=name, listener=None)
+            store = cls(
+                pool=pool,
+                clock=clock,
+                target=target,
+                schema=name,
+                listener=None,
+                conninfo=url,
+                connect_timeout=connect,
+            )
             if listen:
                 listener = NotificationListener(
                     url, channel=channel, signal=store.work_signal, connect_timeout=connect
@@ -216,6 +272,123 @@ class PostgresStore(LedgerStore):
             return body(_PostgresTx(conn, self._clock, db_now)), False
 
         return self._pool.transaction(transaction, read_only=True)
+
+    def _claim_candidates(
+        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
+    ) -> list[Row]:
+        # Every kind in one statement: a LATERAL probe per kind, locked with SKIP LOCKED.
+        if workspace is None:
+            return tx.all("claim_candidates", {"kinds": list(kinds), "now": now, "limit": limit})
+        return tx.all(
+            "claim_candidates_in_workspace",
+            {"kinds": list(kinds), "workspace_id": workspace, "now": now, "limit": limit},
+        )
+
+    # -- owner liveness ---------------------------------------------------------------------
+
+    def hold_owner_lock(self, owner_id: str) -> OwnerLockHandle:
+        """Hold a session advisory lock on a connection of its own (see ``liveness.py``)."""
+        owner = normalize_identifier(owner_id, "ownerId")
+        self._assert_open()
+        try:
+            return AdvisoryOwnerLock(
+                self._conninfo,
+                schema=self.schema,
+                owner_id=owner,
+                connect_timeout=self._connect_timeout,
+            )
+        except (psycopg.Error, RuntimeError) as exc:
+            raise StorageUnavailable.during(
+                "Could not take this owner's liveness lock",
+                phase="open",
+                storage_code=type(exc).__name__,
+                commit_state="not_committed",
+                retryable=True,
+            ) from None
+
+    def owner_gone(self, owner_id: str) -> bool:
+        owner = normalize_identifier(owner_id, "ownerId")
+        self._assert_open()
+        key = liveness_key(self.schema, owner)
+
+        def check(conn: PgConnection, _now: int) -> tuple[bool, bool]:
+            row = conn.execute(
+                "SELECT info_json FROM jobledger_workers WHERE worker_id = %(owner)s",
+                {"owner": owner},
+            ).fetchone()
+            if row is None:
+                return False, False
+            info = contract.parse_stored_json(row["info_json"])
+            if not isinstance(info, dict) or info.get("liveness") != "advisory":
+                return False, False
+            return owner_gone(conn, key), False
+
+        return self._pool.transaction(check, read_only=True)
+
+    def verify(self) -> VerifyReport:
+        """The schema catalog and every stored authority (PostgreSQL enforces the rest)."""
+        self._assert_open()
+        return self._pool.transaction(
+            lambda conn, _now: (schema_module.verify_database(conn, self.schema), False),
+            read_only=True,
+        )
+
+    # -- the one-round-trip enqueue ----------------------------------------------------------
+
+    def enqueue_occurrence(
+        self,
+        *,
+        job_id: str,
+        scheduled_for: int,
+        trigger_key: str,
+        available_at: int | None = None,
+        payload: Any = UNSET,
+    ) -> Occurrence:
+        """As :meth:`Store.enqueue_occurrence`; when the job's revision is known (it was used
+        before by this store), a new firing costs one round trip (``enqueue_in_one_statement``);
+        anything else takes the general transaction."""
+        request = inputs.normalize_enqueue(
+            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=False
+        )
+        meta = self._cached_job(request.job_id)
+        if meta is not None and meta.enabled:
+            occurrence_id, idempotency_key = contract.occurrence_identity(
+                request.job_id, meta.revision, request.scheduled_for, request.trigger_key
+            )
+            try:
+                found = self._pool.statement(
+                    self._one_statement_enqueue,
+                    {
+                        "now": None if self._clock is None else self._clock(),
+                        "occurrence_id": occurrence_id,
+                        "idempotency_key": idempotency_key,
+                        "trigger_key": request.trigger_key,
+                        "scheduled_for": request.scheduled_for,
+                        "available_at": request.available_at,
+                        "payload_json": request.payload_json,
+                        "workspace_id": meta.workspace_id,
+                        "job_id": request.job_id,
+                        "job_revision": meta.revision,
+                        "data_json": enqueued_event_data(request, meta),
+                        "channel": self.channel,
+                    },
+                )
+            except StorageUnavailable:
+                # The outcome may be unknown; the general path below is idempotent and reads
+                # back whatever committed.
+                found = []
+            if found:
+                self.work_signal.notify()
+                return new_occurrence(
+                    request, meta, occurrence_id, idempotency_key, int(found[0]["created_at"])
+                )
+        return super().enqueue_occurrence(
+            job_id=job_id,
+            scheduled_for=scheduled_for,
+            trigger_key=trigger_key,
+            available_at=available_at,
+            payload=payload,
+        )
 
     def schema_info(self) -> SchemaInfo:
         self._assert_open()

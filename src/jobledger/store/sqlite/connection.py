@@ -185,29 +185,46 @@ def schema_needs_trust() -> bool:
 
 
 class SQLiteConnection:
-    """One ``sqlite3`` connection shared by the threads of a process, under a lock.
+    """The connections a store keeps on one database: one for writes, one for reads.
 
-    SQLite serializes writers anyway; one connection per store keeps the lock discipline simple
-    and lets the store be used from worker threads.
+    Writes share one ``sqlite3`` connection under a lock (SQLite takes one writer at a time
+    anyway, and the write gate orders processes). Reads use a second connection with its own
+    lock: in WAL mode a reader sees the last commit without waiting for a writer, so reads never
+    queue behind another thread's transaction. A ``:memory:`` database has one connection (a
+    second one would be another database), so there reads share the writer's lock.
     """
 
     def __init__(self, target: str, *, busy_timeout_ms: int) -> None:
         self.target = target
         self.is_memory = target == ":memory:"
         self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
         self._closed = False
-        self._conn = sqlite3.connect(
-            target,
-            timeout=busy_timeout_ms / 1000,
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._conn = self._connect()
+        self._reader: sqlite3.Connection | None = None
+        self._busy_timeout_s = busy_timeout_ms / 1000
+        self._gate: WriteGate | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.target,
+            timeout=self._busy_timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=False,
         )
-        self._conn.row_factory = _dict_row
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        self._conn.execute(f"PRAGMA trusted_schema = {'ON' if schema_needs_trust() else 'OFF'}")
-        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        self._busy_timeout_s = busy_timeout_ms / 1000
-        self._gate: WriteGate | None = None
+        conn.row_factory = _dict_row
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA trusted_schema = {'ON' if schema_needs_trust() else 'OFF'}")
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        return conn
+
+    def open_reader(self) -> None:
+        """Open the read connection (after the schema is verified and WAL is on)."""
+        if not self.is_memory and self._reader is None:
+            reader = self._connect()
+            reader.execute("PRAGMA query_only = ON")
+            self._reader = reader
 
     @property
     def raw(self) -> sqlite3.Connection:
@@ -222,10 +239,12 @@ class SQLiteConnection:
             raise StoreClosed("Scheduler store is closed")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             if self._closed:
                 return
             self._closed = True
+            if self._reader is not None:
+                self._reader.close()
             self._conn.close()
             if self._gate is not None:
                 self._gate.close()
@@ -252,11 +271,18 @@ class SQLiteConnection:
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
-        """Run reads under the connection lock, mapping driver errors."""
-        with self._lock:
+        """One read snapshot (a deferred transaction) on the read connection, errors mapped."""
+        reader = self._reader
+        lock = self._lock if reader is None else self._read_lock
+        with lock:
             self.assert_open()
+            conn = self._conn if reader is None else reader
+            began = False
             try:
-                yield self._conn
+                if not conn.in_transaction:
+                    conn.execute("BEGIN")
+                    began = True
+                yield conn
             except SchedulerError:
                 raise
             except (sqlite3.Error, OSError) as exc:
@@ -264,6 +290,12 @@ class SQLiteConnection:
                 if mapped is None:
                     raise
                 raise mapped from (exc if mapped.__cause__ is exc else None)
+            finally:
+                if began and conn.in_transaction:
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.Error:
+                        conn.rollback()
 
     def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; commit or roll back whole."""

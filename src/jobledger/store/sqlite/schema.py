@@ -1,9 +1,12 @@
-"""SQLite schema: the migration ladder, verification on every open, and forward upgrades.
+"""SQLite schema: what each version's catalog must be, and the SQLite side of migrating.
 
 Version 1 is the reference implementation's schema, byte for byte (its DDL, checksum and the
-``sqlite_master`` fingerprint), so files written by the reference open here unchanged. Later
-versions are jobledger's own forward migrations: checksummed, fingerprinted, applied in one
-transaction after a backup of the file, never dropping data.
+``sqlite_master`` fingerprint), so files written by the reference open here unchanged (and are
+upgraded). Later versions are jobledger's own rungs of the shared ladder
+(:mod:`jobledger.store.migrations`, which owns the flow and the history rule); this module owns
+only the SQLite facts: table shapes, fingerprints, the verification queries, the backup copy,
+and how a write transaction for DDL is opened (``BEGIN IMMEDIATE`` with foreign keys off, since
+a rebuild drops a table that others point at, and ``foreign_key_check`` before the commit).
 """
 
 from __future__ import annotations
@@ -13,49 +16,34 @@ import json
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import MigrationRequired, SchemaCorrupt, SchemaUnknown
-from ...models import MigrationRecord, SchemaInfo
-from ..common import migration_checksum
+from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown
+from ...models import MigrationRecord, SchemaInfo, VerifyCheck, VerifyReport
+from .. import migrations as ladder
+from ..migrations import Migration, SchemaOutcome
+from ..rows import read_stored_authority
 from .connection import SQLiteConnection
 
 __all__ = [
     "APPLICATION_ID",
     "LATEST_VERSION",
     "MIGRATIONS",
-    "Migration",
+    "SQLiteSchema",
     "ensure_schema",
+    "expected_columns",
     "read_schema_info",
     "schema_fingerprint",
 ]
 
 APPLICATION_ID = 0x4343534B  # "CCSK", shared with the reference so files stay interchangeable
-_MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
+# (name, declared type, notnull, pk) per column, in order, per table.
+Columns = tuple[tuple[str, str, int, int], ...]
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    name: str
-    ddl: str
-    fingerprint: str  # of sqlite_master after applying every migration up to this one
-    tables: tuple[str, ...]
-    indexes: tuple[str, ...]
-    columns: dict[str, tuple[tuple[str, str, int, int], ...]]
-
-    @property
-    def checksum(self) -> str:
-        return migration_checksum(self.ddl)
-
-
-def _ddl(file_name: str) -> str:
-    return (_MIGRATIONS_DIR / file_name).read_text(encoding="utf-8")
-
-
-_V1_COLUMNS: dict[str, tuple[tuple[str, str, int, int], ...]] = {
+_V1_COLUMNS: dict[str, Columns] = {
     "migrations": (
         ("version", "INTEGER", 1, 1),
         ("name", "TEXT", 1, 0),
@@ -107,8 +95,7 @@ _V1_COLUMNS: dict[str, tuple[tuple[str, str, int, int], ...]] = {
         ("data_json", "TEXT", 1, 0),
     ),
 }
-
-_V2_COLUMNS = {
+_V2_COLUMNS: dict[str, Columns] = {
     **_V1_COLUMNS,
     "jobledger_requeues": (
         ("requeue_id", "INTEGER", 0, 1),
@@ -124,6 +111,50 @@ _V2_COLUMNS = {
         ("requested_at", "INTEGER", 1, 0),
     ),
 }
+_V3_COLUMNS: dict[str, Columns] = {
+    **_V2_COLUMNS,
+    "occurrences": (
+        *_V1_COLUMNS["occurrences"],
+        ("kind", "TEXT", 1, 0),
+        ("workspace_id", "TEXT", 0, 0),
+        ("runnable", "INTEGER", 1, 0),
+    ),
+    "jobledger_schedules": (
+        ("job_id", "TEXT", 1, 1),
+        ("job_revision", "INTEGER", 1, 0),
+        ("planned_through", "INTEGER", 1, 0),
+        ("next_due_at", "INTEGER", 0, 0),
+        ("last_slot", "INTEGER", 0, 0),
+        ("skips_json", "TEXT", 1, 0),
+        ("updated_at", "INTEGER", 1, 0),
+    ),
+    "jobledger_workers": (
+        ("worker_id", "TEXT", 1, 1),
+        ("hostname", "TEXT", 1, 0),
+        ("pid", "INTEGER", 1, 0),
+        ("started_at", "INTEGER", 1, 0),
+        ("last_seen_at", "INTEGER", 1, 0),
+        ("stopped_at", "INTEGER", 0, 0),
+        ("info_json", "TEXT", 1, 0),
+    ),
+    "jobledger_audit": (
+        ("audit_id", "INTEGER", 0, 1),
+        ("occurred_at", "INTEGER", 1, 0),
+        ("action", "TEXT", 1, 0),
+        ("actor", "TEXT", 1, 0),
+        ("subject", "TEXT", 0, 0),
+        ("data_json", "TEXT", 1, 0),
+    ),
+    "jobledger_throughput": (
+        ("minute", "INTEGER", 1, 1),
+        ("kind", "TEXT", 1, 2),
+        ("owner_id", "TEXT", 1, 3),
+        ("succeeded", "INTEGER", 1, 0),
+        ("retried", "INTEGER", 1, 0),
+        ("dead_lettered", "INTEGER", 1, 0),
+    ),
+}
+_COLUMNS: dict[int, dict[str, Columns]] = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS}
 
 _V1_INDEXES = (
     "scheduler_events_job",
@@ -132,29 +163,32 @@ _V1_INDEXES = (
     "scheduler_occurrences_idempotency",
     "scheduler_occurrences_job",
 )
+_V2_INDEXES = ("jobledger_requeues_occurrence", *_V1_INDEXES)
+_V3_INDEXES = (
+    "jobledger_occurrences_kind",
+    "jobledger_occurrences_leases",
+    "jobledger_occurrences_ready",
+    "jobledger_occurrences_ready_workspace",
+    "jobledger_occurrences_status",
+    "jobledger_requeues_occurrence",
+    "jobledger_schedules_due",
+    "scheduler_events_job",
+    "scheduler_events_occurrence",
+    "scheduler_occurrences_idempotency",
+    "scheduler_occurrences_job",
+)
+_INDEXES: dict[int, tuple[str, ...]] = {1: _V1_INDEXES, 2: _V2_INDEXES, 3: _V3_INDEXES}
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        version=1,
-        name="scheduler-kernel-v1",
-        ddl=_ddl("0001_scheduler-kernel-v1.sql"),
-        fingerprint="cf244f675ac7430683f67046b57524eb6c14baa45d6463ed3f704be898fec887",
-        tables=("events", "jobs", "migrations", "occurrences"),
-        indexes=_V1_INDEXES,
-        columns=_V1_COLUMNS,
-    ),
-    Migration(
-        version=2,
-        name="jobledger-requeue-v2",
-        ddl=_ddl("0002_jobledger-requeue-v2.sql"),
-        fingerprint="6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
-        tables=("events", "jobledger_requeues", "jobs", "migrations", "occurrences"),
-        indexes=("jobledger_requeues_occurrence", *_V1_INDEXES),
-        columns=_V2_COLUMNS,
-    ),
+MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
+    Path(__file__).with_name("migrations"),
+    fingerprints={
+        1: "cf244f675ac7430683f67046b57524eb6c14baa45d6463ed3f704be898fec887",
+        2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
+        3: "08a84ae9157c3797239decbe238ffcb3138433c2c6f8e1d88daf92bbd19d5c33",
+    },
+    tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
 LATEST_VERSION = MIGRATIONS[-1].version
-_BY_VERSION = {migration.version: migration for migration in MIGRATIONS}
 
 
 def _plain(conn: sqlite3.Connection) -> sqlite3.Cursor:
@@ -213,20 +247,29 @@ def _user_tables(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in rows]
 
 
-def _quick_check(conn: sqlite3.Connection) -> None:
+def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
+    """SQLite's page-level check (``integrity_check`` when ``full``): ``["ok"]`` when sound."""
+    pragma = "integrity_check(100)" if full else "quick_check(100)"
     try:
-        rows = [row[0] for row in _plain(conn).execute("PRAGMA quick_check(1)").fetchall()]
+        return [str(row[0]) for row in _plain(conn).execute(f"PRAGMA {pragma}").fetchall()]
     except sqlite3.Error as exc:
         raise SchemaCorrupt("Scheduler database integrity check could not run") from exc
-    if rows != ["ok"]:
+
+
+def broken_foreign_keys(conn: sqlite3.Connection) -> int:
+    return len(_plain(conn).execute("PRAGMA foreign_key_check").fetchall())
+
+
+def _require_sound(conn: sqlite3.Connection) -> None:
+    result = quick_check(conn)
+    if result != ["ok"]:
         raise SchemaCorrupt(
-            "Scheduler database failed SQLite quick_check", details={"result": rows}
+            "Scheduler database failed SQLite quick_check", details={"result": result[:10]}
         )
 
 
-def _verify(conn: sqlite3.Connection, migration: Migration) -> None:
+def _verify_catalog(conn: sqlite3.Connection, migration: Migration) -> None:
     """Refuse anything that is not exactly ``migration``'s schema (reference rules, in order)."""
-    _quick_check(conn)
     tables = _user_tables(conn)
     if tables != list(migration.tables):
         raise SchemaUnknown(
@@ -243,12 +286,13 @@ def _verify(conn: sqlite3.Connection, migration: Migration) -> None:
             "Scheduler schema version or application identity is unknown",
             details={"applicationId": application_id, "userVersion": user_version},
         )
+    columns = _COLUMNS[migration.version]
     for table in migration.tables:
         actual = [
             [row[1], str(row[2] or "").upper(), row[3], row[5]]
             for row in _plain(conn).execute(f"PRAGMA table_info({json.dumps(table)})").fetchall()
         ]
-        expected = [list(column) for column in migration.columns[table]]
+        expected = [list(column) for column in columns[table]]
         if actual != expected:
             raise SchemaCorrupt(
                 f"Scheduler table shape is invalid: {table}",
@@ -260,24 +304,6 @@ def _verify(conn: sqlite3.Connection, migration: Migration) -> None:
             f"Scheduler sqlite_master catalog does not match v{migration.version}",
             details={"expected": migration.fingerprint, "actual": fingerprint},
         )
-    try:
-        rows = (
-            _plain(conn)
-            .execute("SELECT version, name, checksum FROM migrations ORDER BY version")
-            .fetchall()
-        )
-    except sqlite3.Error as exc:
-        raise SchemaCorrupt("Scheduler migration history could not be read") from exc
-    history = [{"version": r[0], "name": r[1], "checksum": r[2]} for r in rows]
-    expected_history = [
-        {"version": m.version, "name": m.name, "checksum": m.checksum}
-        for m in MIGRATIONS
-        if m.version <= migration.version
-    ]
-    if history != expected_history:
-        raise SchemaUnknown(
-            "Scheduler migration history is unknown", details={"migrations": history}
-        )
     indexes = [
         row[0]
         for row in _plain(conn)
@@ -287,117 +313,134 @@ def _verify(conn: sqlite3.Connection, migration: Migration) -> None:
         )
         .fetchall()
     ]
-    if indexes != sorted(migration.indexes):
+    expected_indexes = sorted(_INDEXES[migration.version])
+    if indexes != expected_indexes:
         raise SchemaCorrupt(
             f"Scheduler indexes do not match v{migration.version}",
-            details={"expected": sorted(migration.indexes), "actual": indexes},
-        )
-    broken = _plain(conn).execute("PRAGMA foreign_key_check").fetchall()
-    if broken:
-        raise SchemaCorrupt(
-            "Scheduler database contains broken foreign keys", details={"count": len(broken)}
+            details={"expected": expected_indexes, "actual": indexes},
         )
 
 
-def _apply(conn: sqlite3.Connection, migrations: list[Migration], now: int) -> None:
-    for migration in migrations:
-        for statement in _statements(migration.ddl):
-            _plain(conn).execute(statement)
-        _plain(conn).execute(
-            "INSERT INTO migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
-            (migration.version, migration.name, migration.checksum, now),
-        )
-    _plain(conn).execute(f"PRAGMA user_version = {migrations[-1].version}")
-
-
-def _backup(connection: SQLiteConnection, from_version: int) -> Path | None:
-    """Copy a file database before upgrading it; the copy is private like the original."""
-    if connection.is_memory:
-        return None
-    source = Path(connection.target)
-    candidate = source.with_name(f"{source.name}.v{from_version}.bak")
-    counter = 1
-    while True:
-        try:
-            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
-            descriptor = os.open(candidate, flags, 0o600)
-        except FileExistsError:  # taken, possibly by a process upgrading the same file now
-            candidate = source.with_name(f"{source.name}.v{from_version}.{counter}.bak")
-            counter += 1
-            continue
-        break
-    os.close(descriptor)
-    destination = sqlite3.connect(candidate)
+def _history(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     try:
-        connection.raw.backup(destination)
-    finally:
-        destination.close()
-    return candidate
+        rows = (
+            _plain(conn)
+            .execute("SELECT version, name, checksum FROM migrations ORDER BY version")
+            .fetchall()
+        )
+    except sqlite3.Error as exc:
+        raise SchemaCorrupt("Scheduler migration history could not be read") from exc
+    return [{"version": r[0], "name": r[1], "checksum": r[2]} for r in rows]
 
 
-def ensure_schema(connection: SQLiteConnection, *, now: int, migrate: bool) -> Path | None:
-    """Create, verify or upgrade the schema. Returns the backup path when an upgrade ran.
+class SQLiteSchema:
+    """The :class:`~jobledger.store.migrations.SchemaDialect` of one SQLite connection."""
+
+    migrations = MIGRATIONS
+
+    def __init__(self, connection: SQLiteConnection, *, now: int) -> None:
+        self._connection = connection
+        self._conn = connection.raw
+        self._now = now
+
+    def read_history(self) -> list[dict[str, Any]] | None:
+        # Reading the catalog is cheap; a file that is not a database fails here (as corrupt).
+        try:
+            tables = _user_tables(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
+        if not tables:
+            return None
+        if "migrations" not in tables:
+            raise SchemaUnknown(
+                "Refusing a non-empty database without scheduler migration history",
+                details={"tables": tables},
+            )
+        return _history(self._conn)
+
+    def verify(self, version: int, *, full: bool) -> None:
+        # One read snapshot for every check, so a concurrent upgrade cannot make the file look
+        # half-changed.
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            if full:
+                _require_sound(conn)
+            _verify_catalog(conn, MIGRATIONS[version - 1])
+            if full and broken_foreign_keys(conn):
+                raise SchemaCorrupt(
+                    "Scheduler database contains broken foreign keys",
+                    details={"count": broken_foreign_keys(conn)},
+                )
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def backup(self, version: int) -> Path | None:
+        """Copy a file database before upgrading it; the copy is private like the original."""
+        if self._connection.is_memory:
+            return None
+        source = Path(self._connection.target)
+        candidate = source.with_name(f"{source.name}.v{version}.bak")
+        counter = 1
+        while True:
+            try:
+                flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
+                descriptor = os.open(candidate, flags, 0o600)
+            except FileExistsError:  # taken, possibly by a process upgrading the same file now
+                candidate = source.with_name(f"{source.name}.v{version}.{counter}.bak")
+                counter += 1
+                continue
+            break
+        os.close(descriptor)
+        destination = sqlite3.connect(candidate)
+        try:
+            self._conn.backup(destination)
+        finally:
+            destination.close()
+        return candidate
+
+    def upgrade(self, apply: Callable[[int | None], int | None]) -> int | None:
+        conn = self._conn
+        # A rebuild drops a table other tables point at: foreign keys must be off for the
+        # transaction (the pragma is a no-op inside one), and are checked before the commit.
+        conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+
+            def body(c: sqlite3.Connection) -> int | None:
+                history = self.read_history()
+                current = None if history is None else ladder.known_version(history, MIGRATIONS)
+                reached = apply(current)
+                if reached is None:
+                    return None
+                if current is None:
+                    _plain(c).execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                _plain(c).execute(f"PRAGMA user_version = {reached}")
+                if broken_foreign_keys(c):
+                    raise SchemaCorrupt("A migration left broken foreign keys; nothing was changed")
+                _verify_catalog(c, MIGRATIONS[reached - 1])
+                return reached
+
+            return self._connection.write(body)
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
+
+    def apply_migration(self, migration: Migration) -> None:
+        for statement in _statements(migration.ddl):
+            _plain(self._conn).execute(statement)
+        _plain(self._conn).execute(
+            "INSERT INTO migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+            (migration.version, migration.name, migration.checksum, self._now),
+        )
+
+
+def ensure_schema(connection: SQLiteConnection, *, now: int, migrate: bool) -> SchemaOutcome:
+    """Create, verify or upgrade the schema (see :func:`jobledger.store.migrations.ensure_schema`).
 
     Refusals (``SCHEDULER_SCHEMA_*``, ``SCHEDULER_MIGRATION_REQUIRED``) happen before any write,
     so a refused database is left exactly as it was.
     """
-    conn = connection.raw
-    _quick_check(conn)
-    tables = _user_tables(conn)
-    latest = MIGRATIONS[-1]
-    if not tables:
-
-        def create(c: sqlite3.Connection) -> None:
-            if _user_tables(c):  # another process created it while we waited for the lock
-                return
-            _apply(c, list(MIGRATIONS), now)
-            _plain(c).execute(f"PRAGMA application_id = {APPLICATION_ID}")
-
-        connection.write(create)
-        _verify(conn, latest)
-        return None
-    if "migrations" not in tables:
-        raise SchemaUnknown(
-            "Refusing a non-empty database without scheduler migration history",
-            details={"tables": tables},
-        )
-    # Read the version, verify it and take the backup in one read transaction (one snapshot),
-    # so another process upgrading the same file meanwhile cannot make it look damaged.
-    conn.execute("BEGIN")
-    try:
-        version = _plain(conn).execute("PRAGMA user_version").fetchone()[0]
-        upgrading = version in _BY_VERSION and version < latest.version
-        backup = None
-        if upgrading:
-            _verify(conn, _BY_VERSION[version])
-            if not migrate:
-                raise MigrationRequired(
-                    f"Scheduler database is at schema v{version}; this jobledger needs "
-                    f"v{latest.version}. Open it with migrate=True (the default) to upgrade, "
-                    "after a backup is taken automatically.",
-                    details={"schemaVersion": version, "requiredVersion": latest.version},
-                )
-            backup = _backup(connection, version)
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")  # ends the read transaction; nothing was written
-    if upgrading:
-
-        def upgrade(c: sqlite3.Connection) -> bool:
-            current = _plain(c).execute("PRAGMA user_version").fetchone()[0]
-            if current != version:  # another process upgraded it while we waited
-                return False
-            _apply(c, [m for m in MIGRATIONS if m.version > version], now)
-            return True
-
-        upgraded = connection.write(upgrade)
-        _verify(conn, latest)
-        if not upgraded and backup is not None:
-            backup.unlink(missing_ok=True)  # the process that upgraded kept its own backup
-            backup = None
-        return backup
-    _verify(conn, latest)
-    return None
+    return ladder.ensure_schema(SQLiteSchema(connection, now=now), migrate=migrate)
 
 
 def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
@@ -415,6 +458,44 @@ def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
     )
 
 
+def verify_database(conn: sqlite3.Connection) -> VerifyReport:
+    """Every O(size) check, for :meth:`~jobledger.Store.verify` (the open runs only the O(1)
+    catalog checks): SQLite's ``integrity_check``, foreign keys, the catalog of the newest
+    version, and that every stored authority is a valid envelope."""
+    checks: list[VerifyCheck] = []
+    result = quick_check(conn, full=True)
+    checks.append(
+        VerifyCheck(
+            "integrity_check",
+            result == ["ok"],
+            None if result == ["ok"] else {"result": result[:10]},
+        )
+    )
+    broken = broken_foreign_keys(conn)
+    checks.append(
+        VerifyCheck("foreign_keys", broken == 0, None if not broken else {"count": broken})
+    )
+    try:
+        _verify_catalog(conn, MIGRATIONS[-1])
+    except SchedulerError as exc:
+        checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
+    else:
+        checks.append(VerifyCheck("schema", True))
+    bad: list[str] = []
+    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+        for row in _plain(conn).execute(f"SELECT {key}, authority_json FROM {table}"):
+            try:
+                read_stored_authority(row[1], f"{table} authority")
+            except SchedulerError:
+                bad.append(str(row[0]))
+    checks.append(
+        VerifyCheck(
+            "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}
+        )
+    )
+    return VerifyReport(tuple(checks))
+
+
 def expected_columns(version: int) -> dict[str, Any]:
     """The table shapes of a schema version (for tests and diagnostics)."""
-    return {t: [list(c) for c in cols] for t, cols in _BY_VERSION[version].columns.items()}
+    return {t: [list(c) for c in cols] for t, cols in _COLUMNS[version].items()}

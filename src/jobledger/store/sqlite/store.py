@@ -6,16 +6,26 @@ processes on one file (``BEGIN IMMEDIATE`` per write, WAL, a busy timeout).
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...clock import Clock, system_clock
-from ...errors import InvalidArgument, SchedulerError, SchemaCorrupt
-from ...models import SchemaInfo
-from ..common import load_queries
+from ...contract import normalize_identifier
+from ...errors import (
+    InvalidArgument,
+    SchedulerError,
+    SchemaCorrupt,
+    StorageUnavailable,
+    StoreNotFound,
+    UnsafePath,
+)
+from ...models import SchemaInfo, VerifyReport
+from ..base import NoOwnerLock, OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
+from ..sql import load_store_queries
 from . import schema
 from .connection import (
     SQLiteConnection,
@@ -23,13 +33,15 @@ from .connection import (
     prepare_private_file,
     storage_failure,
 )
+from .liveness import OwnerLock, owner_gone
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
 T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 MAX_BUSY_TIMEOUT_MS = 60_000
-QUERIES = load_queries(Path(__file__).with_name("queries.sql"))
+QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=False)
 
 
 class _SQLiteTx:
@@ -49,8 +61,19 @@ class _SQLiteTx:
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:
         return self._conn.execute(QUERIES[query], params or {}).rowcount
 
+    def many(self, query: str, params: Sequence[Mapping[str, Any]]) -> None:
+        self._conn.executemany(QUERIES[query], params)
+
+    def rows_many(self, query: str, params: Sequence[Mapping[str, Any]]) -> list[Row | None]:
+        sql = QUERIES[query]
+        execute = self._conn.execute
+        return [execute(sql, item).fetchone() for item in params]
+
     def now(self) -> int:
         return validate_clock_reading(self._clock())
+
+    def id_list(self, values: Sequence[str]) -> object:
+        return json.dumps(list(values))
 
 
 class SQLiteStore(LedgerStore):
@@ -76,8 +99,16 @@ class SQLiteStore(LedgerStore):
         clock: Clock | None = None,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         migrate: bool = True,
+        synchronous: str = "FULL",
     ) -> SQLiteStore:
-        """Open (creating if needed), verify and, unless ``migrate=False``, upgrade a database."""
+        """Open (creating if needed), verify and, unless ``migrate=False``, upgrade a database.
+
+        ``migrate=False`` neither creates nor upgrades: a missing file raises
+        ``SCHEDULER_STORE_NOT_FOUND`` and an older schema ``SCHEDULER_MIGRATION_REQUIRED``.
+        ``synchronous`` is SQLite's durability setting: ``"FULL"`` (the default) makes every
+        commit survive power loss; ``"NORMAL"`` (in WAL mode) survives process crashes but can
+        lose the last commits on power loss or an operating-system crash, for fewer fsyncs.
+        """
         if clock is None:
             clock = system_clock
         if not callable(clock):
@@ -88,21 +119,35 @@ class SQLiteStore(LedgerStore):
             )
         if type(migrate) is not bool:
             raise InvalidArgument("migrate must be a boolean")
+        if synchronous not in SYNCHRONOUS_MODES:
+            raise InvalidArgument(
+                'synchronous must be "FULL" or "NORMAL"', details={"field": "synchronous"}
+            )
         now = validate_clock_reading(clock())
         location = str(target)
         path: Path | None = None
         if location != ":memory:":
             path = Path(location).expanduser().absolute()
             location = str(path)
+            if not migrate and not path.exists():
+                # Only a migrating open may create a database: a mistyped path must not
+                # silently become a new, empty store.
+                raise StoreNotFound(
+                    "No scheduler database exists at this path; create it with migrate=True "
+                    "(or `jobledger db migrate`)",
+                    details={"target": location},
+                )
         connection: SQLiteConnection | None = None
         try:
             if path is not None:
                 prepare_private_file(path)
             connection = SQLiteConnection(location, busy_timeout_ms=busy_timeout_ms)
-            backup = schema.ensure_schema(connection, now=now, migrate=migrate)
+            outcome = schema.ensure_schema(connection, now=now, migrate=migrate)
+            backup = outcome.backup
             if path is not None:
                 connection.enable_wal()
-            connection.raw.execute("PRAGMA synchronous = FULL")
+            connection.raw.execute(f"PRAGMA synchronous = {synchronous}")
+            connection.open_reader()
             if path is not None:
                 ensure_private_files(path)
         except BaseException as exc:
@@ -115,10 +160,7 @@ class SQLiteStore(LedgerStore):
                 if mapped is not None and mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE":
                     raise mapped from None
                 if isinstance(exc, PermissionError | NotADirectoryError | IsADirectoryError):
-                    raise SchedulerError(
-                        f"Refusing an unsafe database location: {exc}",
-                        code="SCHEDULER_UNSAFE_PATH",
-                    ) from exc
+                    raise UnsafePath(f"Refusing an unsafe database location: {exc}") from exc
                 raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
             raise
         return cls(connection, clock, backup)
@@ -135,9 +177,64 @@ class SQLiteStore(LedgerStore):
         with self._connection.reading() as conn:
             return body(_SQLiteTx(conn, self._clock))
 
+    def _claim_candidates(
+        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
+    ) -> list[Row]:
+        # One index probe per kind (each stops after ``limit`` rows), merged in claim order.
+        if workspace is None:
+            probes = [
+                tx.all("claim_candidates", {"kind": kind, "now": now, "limit": limit})
+                for kind in kinds
+            ]
+        else:
+            probes = [
+                tx.all(
+                    "claim_candidates_in_workspace",
+                    {"kind": kind, "workspace_id": workspace, "now": now, "limit": limit},
+                )
+                for kind in kinds
+            ]
+        if len(probes) == 1:
+            return probes[0]
+        merged = [row for probe in probes for row in probe]
+        merged.sort(key=lambda row: (row["due_at"], row["scheduled_for"], row["occurrence_id"]))
+        return merged[:limit]
+
     def schema_info(self) -> SchemaInfo:
         with self._connection.reading() as conn:
             return schema.read_schema_info(conn)
+
+    # -- owner liveness ---------------------------------------------------------------------
+
+    def hold_owner_lock(self, owner_id: str) -> OwnerLockHandle:
+        """Hold a lock that lives exactly as long as this process (see ``liveness.py``)."""
+        owner = normalize_identifier(owner_id, "ownerId")
+        self._assert_open()
+        if self._connection.is_memory:
+            return NoOwnerLock()  # nothing else can open a memory database
+        try:
+            return OwnerLock(Path(self._target), owner)
+        except OSError as exc:
+            raise StorageUnavailable.during(
+                "Could not take this owner's liveness lock",
+                phase="open",
+                storage_code=type(exc).__name__,
+                commit_state="not_committed",
+                retryable=True,
+            ) from None
+
+    def owner_gone(self, owner_id: str) -> bool:
+        owner = normalize_identifier(owner_id, "ownerId")
+        self._assert_open()
+        if self._connection.is_memory:
+            return False
+        return owner_gone(Path(self._target), owner)
+
+    def verify(self) -> VerifyReport:
+        """``integrity_check``, foreign keys, the schema catalog and every stored authority."""
+        self._assert_open()
+        with self._connection.reading() as conn:
+            return schema.verify_database(conn)
 
     def close(self) -> None:
         self._connection.close()

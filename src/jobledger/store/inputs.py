@@ -1,0 +1,413 @@
+"""Validating what callers pass to the store, before anything is read or written.
+
+Every store operation normalizes its arguments here first (the reference's rules, in the
+reference's order), so a bad argument raises ``SCHEDULER_INVALID_ARGUMENT`` and changes nothing,
+and both stores refuse exactly the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import contract
+from ..errors import InvalidArgument
+from ..models import UNSET, EnqueueRequest, Renewal, Settlement
+
+__all__ = [
+    "EnqueueInput",
+    "JobInput",
+    "SettleRequest",
+    "normalize_batch_limit",
+    "normalize_enqueue",
+    "normalize_enqueue_batch",
+    "normalize_job_input",
+    "normalize_job_patch",
+    "normalize_kinds",
+    "normalize_lease_holder",
+    "normalize_limit",
+    "normalize_optional_identifier",
+    "normalize_page_limit",
+    "normalize_renewals",
+    "normalize_requeue_args",
+    "normalize_settlements",
+    "normalize_status",
+]
+
+MAX_REASON_LENGTH = 2000
+MAX_PAGE_LIMIT = 1000
+
+# Python keyword → the field name stored in JSON and events (the reference's camelCase).
+PATCH_FIELDS = {
+    "kind": "kind",
+    "trigger": "trigger",
+    "payload": "payload",
+    "authority": "authority",
+    "enabled": "enabled",
+    "max_attempts": "maxAttempts",
+}
+
+
+def normalize_boolean(value: object, field: str) -> bool:
+    if type(value) is not bool:
+        raise InvalidArgument(f"{field} must be a boolean")
+    return value
+
+
+def normalize_optional_identifier(value: object, field: str, max_length: int = 256) -> str | None:
+    return (
+        None
+        if value is None
+        else contract.normalize_identifier(value, field, max_length=max_length)
+    )
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobInput:
+    id: str
+    kind: str
+    trigger: Any
+    payload: Any
+    authority: dict[str, Any]
+    enabled: bool
+    max_attempts: int
+
+
+def validate_trigger(trigger: Any, field: str = "job.trigger") -> None:
+    """Refuse a trigger that claims to be a jobledger schedule but is malformed.
+
+    Any other JSON stays opaque to the store, as in the reference.
+    """
+    from ..schedules import validate_trigger_json
+
+    try:
+        validate_trigger_json(trigger)
+    except InvalidArgument as exc:
+        raise InvalidArgument(
+            f"{field} is not a valid jobledger schedule: {exc.message}", details=exc.details
+        ) from None
+
+
+def normalize_job_input(
+    *,
+    id: object,
+    kind: object,
+    authority: object,
+    trigger: object,
+    payload: object,
+    enabled: object,
+    max_attempts: object,
+) -> JobInput:
+    job = JobInput(
+        id=contract.normalize_identifier(id, "job.id"),
+        kind=contract.normalize_identifier(kind, "job.kind", max_length=128),
+        trigger=contract.normalize_json({} if trigger is None else trigger, "job.trigger"),
+        payload=contract.normalize_json(payload, "job.payload"),
+        authority=contract.normalize_authority(authority),
+        enabled=normalize_boolean(enabled, "job.enabled"),
+        max_attempts=contract.normalize_max_attempts(max_attempts),
+    )
+    validate_trigger(job.trigger)
+    return job
+
+
+def normalize_job_patch(patch: object) -> tuple[dict[str, Any], list[str]]:
+    """Validate a patch; return (normalized values by Python name, changedFields for the event)."""
+    if not isinstance(patch, Mapping):
+        raise InvalidArgument("job patch must be an object")
+    unknown = sorted(str(key) for key in patch if key not in PATCH_FIELDS)
+    if unknown:
+        raise InvalidArgument("job patch contains unknown fields", details={"fields": unknown})
+    if not patch:
+        raise InvalidArgument("job patch must not be empty")
+    normalized: dict[str, Any] = {}
+    if "kind" in patch:
+        normalized["kind"] = contract.normalize_identifier(
+            patch["kind"], "job.kind", max_length=128
+        )
+    if "trigger" in patch:
+        normalized["trigger"] = contract.normalize_json(patch["trigger"], "job.trigger")
+        validate_trigger(normalized["trigger"])
+    if "payload" in patch:
+        normalized["payload"] = contract.normalize_json(patch["payload"], "job.payload")
+    if "authority" in patch:
+        normalized["authority"] = contract.normalize_authority(patch["authority"])
+    if "enabled" in patch:
+        normalized["enabled"] = normalize_boolean(patch["enabled"], "job.enabled")
+    if "max_attempts" in patch:
+        normalized["max_attempts"] = contract.normalize_max_attempts(patch["max_attempts"])
+    changed = sorted(PATCH_FIELDS[key] for key in patch)
+    return normalized, changed
+
+
+# -- enqueue ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueInput:
+    """A validated firing: ``payload_json`` is ``None`` when the job's payload is snapshotted."""
+
+    job_id: str
+    scheduled_for: int
+    trigger_key: str
+    available_at: int
+    payload: Any
+    payload_json: str | None
+    once_per_trigger: bool
+
+
+def normalize_enqueue(
+    job_id: object,
+    scheduled_for: object,
+    trigger_key: object,
+    available_at: object,
+    payload: object,
+    *,
+    once_per_trigger: bool,
+) -> EnqueueInput:
+    key = contract.normalize_identifier(job_id, "jobId")
+    scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
+    trigger = contract.normalize_identifier(trigger_key, "triggerKey")
+    available = contract.normalize_epoch_ms(
+        scheduled if available_at is None else available_at, "availableAt"
+    )
+    if payload is UNSET:
+        value, text = None, None
+    else:
+        value = contract.normalize_json(payload, "occurrence.payload")
+        text = contract.encode_trusted_json(value)
+    return EnqueueInput(key, scheduled, trigger, available, value, text, once_per_trigger)
+
+
+def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
+    """Validate a whole batch before anything is written; the failing index is in details."""
+    if not isinstance(requests, (list, tuple)):
+        raise InvalidArgument("requests must be a list of EnqueueRequest")
+    if len(requests) > contract.MAX_ENQUEUE_BATCH:
+        raise InvalidArgument(
+            f"an enqueue batch holds at most {contract.MAX_ENQUEUE_BATCH} requests",
+            details={"count": len(requests), "limit": contract.MAX_ENQUEUE_BATCH},
+        )
+    normalized: list[EnqueueInput] = []
+    for index, item in enumerate(requests):
+        if not isinstance(item, EnqueueRequest):
+            raise InvalidArgument(
+                f"requests[{index}] must be an EnqueueRequest", details={"index": index}
+            )
+        try:
+            normalized.append(
+                normalize_enqueue(
+                    item.job_id,
+                    item.scheduled_for,
+                    item.trigger_key,
+                    item.available_at,
+                    item.payload,
+                    once_per_trigger=normalize_boolean(item.once_per_trigger, "oncePerTrigger"),
+                )
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"requests[{index}]: {exc.message}", details={"index": index}
+            ) from exc
+    return normalized
+
+
+# -- reads --------------------------------------------------------------------------------------
+
+
+def normalize_limit(value: object, *, default: int = 2) -> int:
+    """listOccurrencesByTrigger's lenient limit: non-integers fall back, clamp to 1..200."""
+    if type(value) is bool or not isinstance(value, (int, float)) or float(value) != int(value):
+        return default
+    return max(1, min(int(value), contract.MAX_HISTORY_LIMIT))
+
+
+def normalize_page_limit(value: object) -> int:
+    """A page size for listings: 1..1000."""
+    limit = contract.normalize_positive_int(value, "limit")
+    if limit > MAX_PAGE_LIMIT:
+        raise InvalidArgument(f"limit must be at most {MAX_PAGE_LIMIT}")
+    return limit
+
+
+def normalize_status(value: object) -> str | None:
+    if value is None:
+        return None
+    if value not in contract.OCCURRENCE_STATUSES:
+        raise InvalidArgument(
+            "status must be one of " + ", ".join(contract.OCCURRENCE_STATUSES),
+            details={"field": "status"},
+        )
+    return str(value)
+
+
+def normalize_kinds(job_kind: object, kinds: object) -> list[str] | None:
+    """The kinds a claim may take (sorted, unique), or ``None`` for every kind."""
+    if job_kind is not None and kinds is not None:
+        raise InvalidArgument("pass job_kind or kinds, not both")
+    if job_kind is not None:
+        return [contract.normalize_identifier(job_kind, "jobKind", max_length=128)]
+    if kinds is None:
+        return None
+    if isinstance(kinds, str) or not isinstance(kinds, Collection):
+        raise InvalidArgument("kinds must be a collection of job kinds (not a string)")
+    if not kinds:
+        raise InvalidArgument("kinds must not be empty (pass None for every kind)")
+    return sorted({contract.normalize_identifier(k, "kinds", max_length=128) for k in kinds})
+
+
+# -- leases -------------------------------------------------------------------------------------
+
+
+def normalize_batch_limit(value: object) -> int:
+    """How many occurrences one batch may claim: an integer from 1 to ``MAX_BATCH_SIZE``."""
+    limit = contract.normalize_positive_int(value, "limit")
+    if limit > contract.MAX_BATCH_SIZE:
+        raise InvalidArgument(f"limit must be at most {contract.MAX_BATCH_SIZE}")
+    return limit
+
+
+def normalize_lease_holder(
+    occurrence_id: object, owner_id: object, fence: object
+) -> tuple[str, str, int]:
+    """The (occurrence, owner, fence) triple every write under a lease presents."""
+    return (
+        contract.normalize_identifier(occurrence_id, "occurrenceId"),
+        contract.normalize_identifier(owner_id, "ownerId"),
+        contract.normalize_positive_int(fence, "fence"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SettleRequest:
+    """A validated settle: the lease it presents and the outcome, already encoded as JSON."""
+
+    occurrence_id: str
+    owner_id: str
+    fence: int
+    outcome: str
+    result_json: str | None
+    error_json: str | None
+    retryable: bool
+    retry_at: int | None
+
+
+DEFAULT_EXECUTION_ERROR = {"code": "execution_failed", "message": "Execution failed"}
+
+
+def normalize_settle_request(
+    *,
+    occurrence_id: object,
+    owner_id: object,
+    fence: object,
+    outcome: object,
+    result: object,
+    error: object,
+    retryable: object,
+    retry_at: object,
+) -> SettleRequest:
+    """Validate settle's arguments in the reference's order (lease holder first)."""
+    key, owner, token = normalize_lease_holder(occurrence_id, owner_id, fence)
+    if outcome not in ("succeeded", "failed"):
+        raise InvalidArgument("outcome must be succeeded or failed")
+    if type(retryable) is not bool:
+        raise InvalidArgument("retryable must be a boolean")
+    result_json = contract.canonical_json(result, "result") if outcome == "succeeded" else None
+    error_json = (
+        contract.canonical_json(DEFAULT_EXECUTION_ERROR if error is None else error, "error")
+        if outcome == "failed"
+        else None
+    )
+    retry = None
+    if outcome == "failed" and retry_at is not None:
+        retry = contract.normalize_epoch_ms(retry_at, "retryAt")
+    return SettleRequest(key, owner, token, str(outcome), result_json, error_json, retryable, retry)
+
+
+def normalize_settlements(settlements: object) -> list[SettleRequest]:
+    """Validate a whole batch before anything is written; each occurrence at most once."""
+    if not isinstance(settlements, (list, tuple)):
+        raise InvalidArgument("settlements must be a list of Settlement")
+    if len(settlements) > contract.MAX_BATCH_SIZE:
+        raise InvalidArgument(f"settlements must hold at most {contract.MAX_BATCH_SIZE} items")
+    requests: list[SettleRequest] = []
+    seen: set[str] = set()
+    for index, item in enumerate(settlements):
+        if not isinstance(item, Settlement):
+            raise InvalidArgument(
+                f"settlements[{index}] must be a Settlement", details={"index": index}
+            )
+        try:
+            request = normalize_settle_request(
+                occurrence_id=item.occurrence_id,
+                owner_id=item.owner_id,
+                fence=item.fence,
+                outcome=item.outcome,
+                result=item.result,
+                error=item.error,
+                retryable=item.retryable,
+                retry_at=item.retry_at,
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"settlements[{index}]: {exc.message}", details={"index": index}
+            ) from exc
+        if request.occurrence_id in seen:
+            raise InvalidArgument(
+                f"settlements[{index}] settles {request.occurrence_id} a second time",
+                details={"index": index},
+            )
+        seen.add(request.occurrence_id)
+        requests.append(request)
+    return requests
+
+
+def normalize_renewals(renewals: object) -> list[tuple[str, str, int, int]]:
+    """Validate a renew batch: (occurrence, owner, fence, lease_ms) each, occurrences unique."""
+    if not isinstance(renewals, (list, tuple)):
+        raise InvalidArgument("renewals must be a list of Renewal")
+    if len(renewals) > contract.MAX_BATCH_SIZE:
+        raise InvalidArgument(f"renewals must hold at most {contract.MAX_BATCH_SIZE} items")
+    normalized: list[tuple[str, str, int, int]] = []
+    seen: set[str] = set()
+    for index, item in enumerate(renewals):
+        if not isinstance(item, Renewal):
+            raise InvalidArgument(f"renewals[{index}] must be a Renewal", details={"index": index})
+        try:
+            key, owner, fence = normalize_lease_holder(
+                item.occurrence_id, item.owner_id, item.fence
+            )
+            lease = contract.normalize_lease_ms(item.lease_ms)
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"renewals[{index}]: {exc.message}", details={"index": index}
+            ) from exc
+        if key in seen:
+            raise InvalidArgument(
+                f"renewals[{index}] renews {key} a second time", details={"index": index}
+            )
+        seen.add(key)
+        normalized.append((key, owner, fence, lease))
+    return normalized
+
+
+def normalize_requeue_args(
+    *, occurrence_id: object, expected_fence: object, reason: object, actor: object
+) -> tuple[str, int, str, str]:
+    occurrence = contract.normalize_identifier(occurrence_id, "occurrenceId")
+    fence = contract.normalize_positive_int(expected_fence, "expectedFence")
+    why = contract.normalize_identifier(reason, "reason", max_length=MAX_REASON_LENGTH)
+    who = contract.normalize_identifier(actor, "actor")
+    return occurrence, fence, why, who
+
+
+def normalize_actor_reason(actor: object, reason: object) -> tuple[str, str]:
+    """Who did an operator action and why (both recorded in the audit log)."""
+    return (
+        contract.normalize_identifier(actor, "actor"),
+        contract.normalize_identifier(reason, "reason", max_length=MAX_REASON_LENGTH),
+    )

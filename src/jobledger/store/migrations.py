@@ -1,0 +1,204 @@
+"""The one migration mechanism every store uses: the ladder, the history rule and the flow.
+
+Each dialect keeps only its DDL (``store/<dialect>/migrations/000N_<name>.sql``), the catalog
+fingerprint each version must have, and a :class:`SchemaDialect` that knows how to read, verify,
+back up and upgrade *its* database. Everything else is decided here, once:
+
+* **The ladder** — :data:`LADDER` numbers and names every version; both stores use the same
+  numbers and names, and a migration's checksum is the SHA-256 of its trimmed DDL.
+* **One history rule** — the ``migrations`` table must be exactly the first *N* rungs of the
+  ladder (names and checksums), and *N* is the database's version. A version above the newest
+  rung means the database was written by a newer jobledger (``SCHEDULER_SCHEMA_UNKNOWN``, "newer");
+  anything else unknown is refused as unknown history. Nothing is ever written to a database
+  whose history is not known.
+* **The flow** — read the history (read-only) → refuse or verify the catalog of that version →
+  if it is older than the code: refuse (``migrate=False``) or take a backup, then in one write
+  transaction under an exclusive lock re-read the history (another process may have upgraded
+  it meanwhile), apply the missing rungs, record them, verify the newest catalog, commit.
+
+Verification on open is O(1) in the database size (catalog, shapes, fingerprint, history);
+the O(size) integrity checks run on demand (:meth:`jobledger.Store.verify`) and before every
+upgrade, so a damaged file is never migrated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import MigrationRequired, SchemaUnknown
+from .sql import migration_checksum
+
+__all__ = [
+    "LADDER",
+    "LATEST_VERSION",
+    "Migration",
+    "SchemaDialect",
+    "ensure_schema",
+    "known_version",
+    "load_migrations",
+]
+
+# (version, name): the same rungs on every store.
+LADDER: tuple[tuple[int, str], ...] = (
+    (1, "scheduler-kernel-v1"),
+    (2, "jobledger-requeue-v2"),
+    (3, "jobledger-everyday-v3"),
+)
+LATEST_VERSION = LADDER[-1][0]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One rung of the ladder in one dialect."""
+
+    version: int
+    name: str
+    ddl: str
+    fingerprint: str  # of the dialect's catalog after applying every rung up to this one
+    tables: tuple[str, ...]  # the user tables that exist at this version, sorted
+
+    @property
+    def checksum(self) -> str:
+        return migration_checksum(self.ddl)
+
+
+def load_migrations(
+    directory: Path,
+    fingerprints: Mapping[int, str],
+    tables: Mapping[int, tuple[str, ...]],
+) -> tuple[Migration, ...]:
+    """The ladder in one dialect: DDL from ``directory/000N_<name>.sql``."""
+    return tuple(
+        Migration(
+            version=version,
+            name=name,
+            ddl=(directory / f"{version:04d}_{name}.sql").read_text(encoding="utf-8"),
+            fingerprint=fingerprints[version],
+            tables=tuple(sorted(tables[version])),
+        )
+        for version, name in LADDER
+    )
+
+
+def _history_entry(migration: Migration) -> dict[str, Any]:
+    return {"version": migration.version, "name": migration.name, "checksum": migration.checksum}
+
+
+def known_version(history: Sequence[Mapping[str, Any]], migrations: Sequence[Migration]) -> int:
+    """The version a migration history stands for, or refuse it (the one history rule)."""
+    rows = [
+        {"version": row.get("version"), "name": row.get("name"), "checksum": row.get("checksum")}
+        for row in history
+    ]
+    expected = [_history_entry(migration) for migration in migrations]
+    if rows and rows == expected[: len(rows)]:
+        return len(rows)
+    newer = any(
+        isinstance(row["version"], int) and row["version"] > migrations[-1].version for row in rows
+    )
+    raise SchemaUnknown(
+        "Scheduler schema is newer than this jobledger; upgrade jobledger"
+        if newer
+        else "Scheduler migration history is unknown",
+        details={"migrations": [dict(row) for row in history]},
+    )
+
+
+class SchemaDialect(Protocol):
+    """What one store's schema code supplies to :func:`ensure_schema`."""
+
+    migrations: tuple[Migration, ...]
+
+    def read_history(self) -> list[dict[str, Any]] | None:
+        """The ``migrations`` rows, oldest first, in a read-only snapshot; ``None`` when the
+        database (or schema) is empty. A non-empty one without history raises
+        ``SCHEDULER_SCHEMA_UNKNOWN``. May also check cheap identity markers."""
+        ...
+
+    def verify(self, version: int, *, full: bool) -> None:
+        """Refuse anything that is not exactly ``version``'s catalog; ``full`` adds the
+        O(size) integrity checks (page checks, foreign keys)."""
+        ...
+
+    def backup(self, version: int) -> Path | None:
+        """Copy the database before an upgrade from ``version`` (``None``: no copy is kept)."""
+        ...
+
+    def upgrade(self, apply: Callable[[int | None], int | None]) -> int | None:
+        """Run ``apply(current_version)`` in one write transaction under an exclusive lock, after
+        re-reading the history inside it; ``apply`` returns the version it reached (or ``None``
+        when it found nothing to do). The dialect applies DDL through :meth:`apply_migration`,
+        verifies the newest catalog before committing, and returns what ``apply`` returned."""
+        ...
+
+    def apply_migration(self, migration: Migration) -> None:
+        """Inside :meth:`upgrade`'s transaction: run the DDL and record the history row."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaOutcome:
+    """What :func:`ensure_schema` did: the version now, and whether (and from what) it upgraded."""
+
+    version: int
+    created: bool = False
+    upgraded_from: int | None = None
+    backup: Path | None = None
+
+
+def ensure_schema(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
+    """Create, verify or upgrade a database to the newest rung (see the module docstring)."""
+    migrations = dialect.migrations
+    latest = migrations[-1]
+    history = dialect.read_history()
+    if history is None:
+        if not migrate:
+            raise MigrationRequired(
+                "The scheduler database is empty; open it with migrate=True (or run "
+                "`jobledger db migrate`) to create the schema",
+                details={"schemaVersion": 0, "requiredVersion": latest.version},
+            )
+        reached = dialect.upgrade(lambda current: _apply_from(dialect, current))
+        if reached is None:  # another process created it while we waited for the lock
+            dialect.verify(latest.version, full=False)
+        return SchemaOutcome(version=latest.version, created=reached is not None)
+    version = known_version(history, migrations)
+    if version == latest.version:
+        dialect.verify(version, full=False)
+        return SchemaOutcome(version=version)
+    # Older than the code: prove the file is sound before anything is written to it.
+    dialect.verify(version, full=True)
+    if not migrate:
+        raise MigrationRequired(
+            f"Scheduler database is at schema v{version}; this jobledger needs "
+            f"v{latest.version}. Open it with migrate=True (the default) or run "
+            "`jobledger db migrate`; a backup is taken first.",
+            details={"schemaVersion": version, "requiredVersion": latest.version},
+        )
+    backup = dialect.backup(version)
+    reached = dialect.upgrade(lambda current: _apply_from(dialect, current))
+    if reached is None:
+        # Another process upgraded it while we waited for the lock; it kept its own backup.
+        dialect.verify(latest.version, full=False)
+        if backup is not None:
+            backup.unlink(missing_ok=True)
+            backup = None
+    return SchemaOutcome(
+        version=latest.version,
+        upgraded_from=version if reached is not None else None,
+        backup=backup,
+    )
+
+
+def _apply_from(dialect: SchemaDialect, current: int | None) -> int | None:
+    """Apply every rung above ``current`` (``None``: an empty database)."""
+    migrations = dialect.migrations
+    start = current or 0
+    if start >= migrations[-1].version:
+        return None
+    for migration in migrations[start:]:
+        dialect.apply_migration(migration)
+    return migrations[-1].version

@@ -1,0 +1,561 @@
+"""The planner's store operations: read due schedules, record a planning decision atomically.
+
+The planner (``jobledger.schedules.planner``) decides *what* a schedule's due slots become; these
+operations make the decision durable and race-free:
+
+* :meth:`ScheduleOperations.due_schedules` — the schedules whose ``next_due_at`` has come, joined
+  with their job, read through the ``jobledger_schedules_due`` index (never a scan of all jobs);
+* :meth:`ScheduleOperations.record_plans` — per job, in one transaction for the whole batch: a
+  compare-and-swap of the schedule row on what the planner read, the slot occurrences (the
+  ordinary idempotent enqueue), the skipped runs (``skips_json`` and one
+  ``schedule_slots_skipped`` event per run) and the new ``planned_through`` / ``last_slot`` /
+  ``next_due_at``. A planner that lost the race for a job changes nothing for it;
+* :meth:`ScheduleOperations.schedule_state` — one job's planning state, for ``explain``.
+
+The value types the protocol speaks (:class:`ScheduleState`, :class:`DueSchedules`,
+:class:`SchedulePlan`, :class:`SlotFiring`, :class:`SkippedSlots`, :class:`PlanOutcome`) live here
+too, so the store does not depend on the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+from ... import contract
+from ...errors import DataCorrupt, InvalidArgument
+from ...models import Job, Occurrence
+from .. import common, inputs, rows
+from ..tx import Row, Tx
+from .admin import AdminOperations
+from .base import JobMeta
+from .occurrences import enqueued_event_data, new_occurrence
+
+__all__ = [
+    "DEFAULT_DUE_LIMIT",
+    "MAX_DUE_LIMIT",
+    "MAX_PLANS_PER_CALL",
+    "MAX_SLOTS_PER_CALL",
+    "RECENT_SKIPS_KEPT",
+    "SKIP_REASONS",
+    "DueSchedules",
+    "PlanOutcome",
+    "ScheduleOperations",
+    "SchedulePlan",
+    "ScheduleState",
+    "SkipReason",
+    "SkippedSlots",
+    "SlotFiring",
+]
+
+SkipReason = Literal["coalesced", "misfire", "catch_up_limit"]
+SKIP_REASONS: Final = ("coalesced", "misfire", "catch_up_limit")
+SKIPPED_EVENT: Final = "schedule_slots_skipped"
+DEFAULT_DUE_LIMIT: Final = 500
+MAX_DUE_LIMIT: Final = 1000
+MAX_PLANS_PER_CALL: Final = 1000
+MAX_SLOTS_PER_CALL: Final = contract.MAX_ENQUEUE_BATCH
+RECENT_SKIPS_KEPT: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedSlots:
+    """A run of consecutive slots of one job that the planner did not fire, for one reason.
+
+    ``scheduled_for`` and ``last`` are the first and the last slot of the run (equal for one
+    slot); ``count`` is the number of slots, or ``None`` when counting would have meant walking
+    more than 10,000 of them. ``revision`` is the job revision the run was planned under and
+    ``recorded_at`` the store instant it was recorded (``None`` on a run not yet recorded).
+    """
+
+    job_id: str
+    scheduled_for: int
+    last: int
+    count: int | None
+    reason: SkipReason
+    revision: int
+    recorded_at: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (an element of ``skips_json``)."""
+        return {
+            "first": self.scheduled_for,
+            "last": self.last,
+            "count": self.count,
+            "reason": self.reason,
+            "revision": self.revision,
+            "recordedAt": self.recorded_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """One job's planning progress (its ``jobledger_schedules`` row) and the job itself.
+
+    ``revision`` is the job revision the row tracks (always ``job.revision``: both are written
+    in one transaction). Slots at or before ``planned_through`` have been decided; the planner
+    looks at the job again when the store's clock reaches ``next_due_at`` (``None``: never, e.g.
+    a disabled job or a ``Once`` already planned). ``last_slot`` is the newest slot decided
+    (fired or skipped); ``recent_skips`` the last 20 skipped runs, oldest first.
+    """
+
+    job: Job
+    revision: int
+    planned_through: int
+    next_due_at: int | None
+    last_slot: int | None
+    recent_skips: tuple[SkippedSlots, ...]
+    updated_at: int
+
+    @property
+    def job_id(self) -> str:
+        return self.job.id
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedules:
+    """What :meth:`~jobledger.Store.due_schedules` read at ``now``.
+
+    ``schedules``: due ones (``next_due_at <= now``), earliest first, at most the limit asked
+    for. ``next_due_at``: the earliest ``next_due_at`` of any schedule when read (``<= now``
+    whenever something is due; ``None`` when no schedule is waiting at all).
+    """
+
+    now: int
+    schedules: tuple[ScheduleState, ...]
+    next_due_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFiring:
+    """One slot to enqueue: identity on the slot, ``available_at`` = slot + jitter."""
+
+    scheduled_for: int
+    trigger_key: str
+    available_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePlan:
+    """A planner's decision for one job, recorded only if the row is still as it was read.
+
+    ``expected_*`` are the values read (:class:`ScheduleState`); the rest is what to write.
+    ``once``: the slots are a ``Once`` job's, which count once per job across revisions: if an
+    occurrence with the slot's trigger key, or a skipped run of exactly that slot, exists under
+    any revision, the slot is neither enqueued nor reported skipped again.
+    """
+
+    job_id: str
+    expected_revision: int
+    expected_planned_through: int
+    expected_last_slot: int | None
+    planned_through: int
+    last_slot: int | None
+    next_due_at: int | None
+    fire: tuple[SlotFiring, ...] = ()
+    skipped: tuple[SkippedSlots, ...] = ()
+    once: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOutcome:
+    """What :meth:`~jobledger.Store.record_plans` did for one plan.
+
+    ``applied`` is ``False`` when the schedule row had changed since it was read (another
+    planner recorded first, or the job was edited or disabled): nothing was written for it.
+    ``enqueued`` lists only new occurrences (firings that already existed are counted in
+    ``deduplicated``); ``skipped`` the runs recorded, with ``recorded_at`` set.
+    """
+
+    job_id: str
+    applied: bool
+    enqueued: tuple[Occurrence, ...] = ()
+    skipped: tuple[SkippedSlots, ...] = ()
+    deduplicated: int = 0
+
+
+# -- validation -------------------------------------------------------------------------------
+
+
+def _optional_ms(value: object, name: str) -> int | None:
+    return None if value is None else contract.normalize_epoch_ms(value, name)
+
+
+def _normalize_skip(skip: object, plan: SchedulePlan, name: str) -> SkippedSlots:
+    if not isinstance(skip, SkippedSlots):
+        raise InvalidArgument(f"{name} must be a SkippedSlots", details={"field": name})
+    first = contract.normalize_epoch_ms(skip.scheduled_for, f"{name}.scheduled_for")
+    last = contract.normalize_epoch_ms(skip.last, f"{name}.last")
+    if last < first:
+        raise InvalidArgument(f"{name}.last is before its first slot", details={"field": name})
+    if skip.count is not None and (
+        not contract.is_safe_int(skip.count)
+        or skip.count < 1
+        or (first == last) != (skip.count == 1)
+    ):
+        raise InvalidArgument(
+            f"{name}.count must be None or the positive number of slots in the run",
+            details={"field": f"{name}.count"},
+        )
+    if skip.reason not in SKIP_REASONS:
+        raise InvalidArgument(
+            f"{name}.reason must be one of {', '.join(SKIP_REASONS)}",
+            details={"field": f"{name}.reason"},
+        )
+    if skip.job_id != plan.job_id or skip.revision != plan.expected_revision:
+        raise InvalidArgument(
+            f"{name} must name the plan's job and expected revision", details={"field": name}
+        )
+    return skip
+
+
+def _normalize_plan(plan: object, index: int) -> SchedulePlan:
+    name = f"plans[{index}]"
+    if not isinstance(plan, SchedulePlan):
+        raise InvalidArgument(f"{name} must be a SchedulePlan", details={"index": index})
+    contract.normalize_identifier(plan.job_id, f"{name}.job_id")
+    contract.normalize_positive_int(plan.expected_revision, f"{name}.expected_revision")
+    previous = contract.normalize_epoch_ms(
+        plan.expected_planned_through, f"{name}.expected_planned_through"
+    )
+    _optional_ms(plan.expected_last_slot, f"{name}.expected_last_slot")
+    through = contract.normalize_epoch_ms(plan.planned_through, f"{name}.planned_through")
+    if through < previous:
+        raise InvalidArgument(
+            f"{name}.planned_through must not move backwards", details={"index": index}
+        )
+    _optional_ms(plan.last_slot, f"{name}.last_slot")
+    _optional_ms(plan.next_due_at, f"{name}.next_due_at")
+    slot = -1
+    for position, firing in enumerate(plan.fire):
+        label = f"{name}.fire[{position}]"
+        if not isinstance(firing, SlotFiring):
+            raise InvalidArgument(f"{label} must be a SlotFiring", details={"index": index})
+        scheduled = contract.normalize_epoch_ms(firing.scheduled_for, f"{label}.scheduled_for")
+        contract.normalize_identifier(firing.trigger_key, f"{label}.trigger_key")
+        contract.normalize_epoch_ms(firing.available_at, f"{label}.available_at")
+        if scheduled <= slot:
+            raise InvalidArgument(
+                f"{name}.fire must be strictly increasing slots", details={"index": index}
+            )
+        slot = scheduled
+    for position, skip in enumerate(plan.skipped):
+        _normalize_skip(skip, plan, f"{name}.skipped[{position}]")
+    return plan
+
+
+def _read_skips(encoded: object, job_id: str) -> tuple[SkippedSlots, ...]:
+    value = rows.read_stored_json(encoded, "schedule skips")
+    if not isinstance(value, list):
+        return ()
+    skips: list[SkippedSlots] = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        count = item.get("count")
+        recorded = item.get("recordedAt")
+        skips.append(
+            SkippedSlots(
+                job_id=job_id,
+                scheduled_for=int(item["first"]),
+                last=int(item["last"]),
+                count=None if count is None else int(count),
+                reason=cast(SkipReason, item["reason"]),
+                revision=int(item["revision"]),
+                recorded_at=None if recorded is None else int(recorded),
+            )
+        )
+    return tuple(skips)
+
+
+def _state_from_row(row: Row) -> ScheduleState:
+    job = rows.job_from_row(row)
+    next_due = row["next_due_at"]
+    last_slot = row["last_slot"]
+    return ScheduleState(
+        job=job,
+        revision=int(row["schedule_revision"]),
+        planned_through=int(row["planned_through"]),
+        next_due_at=None if next_due is None else int(next_due),
+        last_slot=None if last_slot is None else int(last_slot),
+        recent_skips=_read_skips(row["skips_json"], job.id),
+        updated_at=int(row["schedule_updated_at"]),
+    )
+
+
+def _skip_event_data(skip: SkippedSlots) -> str:
+    return contract.canonical_json(
+        {
+            "first": skip.scheduled_for,
+            "last": skip.last,
+            "count": skip.count,
+            "reason": skip.reason,
+            "revision": skip.revision,
+        },
+        "event.data",
+    )
+
+
+class ScheduleOperations(AdminOperations):
+    """The planner's reads and its one atomic write (see the module docstring)."""
+
+    def due_schedules(
+        self, *, limit: int = DEFAULT_DUE_LIMIT, now: int | None = None
+    ) -> DueSchedules:
+        self._assert_open()
+        bounded = contract.normalize_positive_int(limit, "limit")
+        if bounded > MAX_DUE_LIMIT:
+            raise InvalidArgument(
+                f"limit must be at most {MAX_DUE_LIMIT}", details={"field": "limit"}
+            )
+        given = _optional_ms(now, "now")
+
+        def body(tx: Tx) -> DueSchedules:
+            at = tx.now() if given is None else given
+            # One probe of the due index answers "is anything due?" and "until when may a
+            # planner sleep?"; only when something is due is the batch (with its jobs) read.
+            head = tx.one("schedule_next_due")
+            earliest = None if head is None else int(head["next_due_at"])
+            if earliest is None or earliest > at:
+                return DueSchedules(now=at, schedules=(), next_due_at=earliest)
+            found = tx.all("schedules_due", {"now": at, "limit": bounded})
+            return DueSchedules(
+                now=at, schedules=tuple(_state_from_row(row) for row in found), next_due_at=earliest
+            )
+
+        return self._read(body)
+
+    def schedule_state(self, job_id: str) -> ScheduleState | None:
+        self._assert_open()
+        key = contract.normalize_identifier(job_id, "jobId")
+        row = self._read(lambda tx: tx.one("schedule_state", {"job_id": key}))
+        return None if row is None else _state_from_row(row)
+
+    def record_plans(self, plans: Sequence[SchedulePlan]) -> list[PlanOutcome]:
+        if not isinstance(plans, (list, tuple)):
+            raise InvalidArgument("plans must be a list of SchedulePlan")
+        if len(plans) > MAX_PLANS_PER_CALL:
+            raise InvalidArgument(
+                f"record_plans takes at most {MAX_PLANS_PER_CALL} plans",
+                details={"count": len(plans), "limit": MAX_PLANS_PER_CALL},
+            )
+        normalized = [_normalize_plan(plan, index) for index, plan in enumerate(plans)]
+        if len({plan.job_id for plan in normalized}) != len(normalized):
+            raise InvalidArgument("record_plans takes at most one plan per job")
+        slots = sum(len(plan.fire) for plan in normalized)
+        if slots > MAX_SLOTS_PER_CALL:
+            raise InvalidArgument(
+                f"record_plans enqueues at most {MAX_SLOTS_PER_CALL} slots per call",
+                details={"count": slots, "limit": MAX_SLOTS_PER_CALL},
+            )
+        if not normalized:
+            self._assert_open()
+            return []
+        inserted = False
+
+        def body(tx: Tx) -> list[PlanOutcome]:
+            nonlocal inserted
+            outcomes = _BatchRecorder(tx, tx.now()).record(normalized)
+            inserted = any(outcome.enqueued for outcome in outcomes)
+            return outcomes
+
+        recorded = self._write(body)
+        if inserted:
+            self._after_enqueue()
+        return recorded
+
+
+class _BatchRecorder:
+    """One :meth:`ScheduleOperations.record_plans` transaction, in a few statements per batch.
+
+    Each step runs as one pipelined batch (``rows_many`` / ``many``: one round trip on
+    PostgreSQL): the compare-and-swaps (rows locked in job-id order, so planners racing on
+    PostgreSQL never deadlock), the jobs whose slots fire (read once each, inside this
+    transaction), the occurrence inserts, the skip lists and the events. Only the rare paths —
+    a ``Once`` slot, a firing that already exists — cost a statement of their own.
+    """
+
+    def __init__(self, tx: Tx, now: int) -> None:
+        self.tx = tx
+        self.now = now
+
+    def record(self, plans: Sequence[SchedulePlan]) -> list[PlanOutcome]:
+        tx, now = self.tx, self.now
+        ordered = sorted(plans, key=lambda plan: plan.job_id)
+        swapped = tx.rows_many("record_schedule_plan", [_cas_params(p, now) for p in ordered])
+        outcomes = {plan.job_id: PlanOutcome(job_id=plan.job_id, applied=False) for plan in plans}
+        applied: list[tuple[SchedulePlan, Row]] = [
+            (plan, row) for plan, row in zip(ordered, swapped, strict=True) if row is not None
+        ]
+        decided: list[tuple[SchedulePlan, tuple[SlotFiring, ...], tuple[SkippedSlots, ...]]] = []
+        for plan, _row in applied:
+            if plan.once and self._once_slots_planned(plan):
+                decided.append((plan, (), ()))
+            else:
+                decided.append((plan, plan.fire, tuple(_recorded(s, now) for s in plan.skipped)))
+        events: list[dict[str, Any]] = []
+        stored_skips = {plan.job_id: row["skips_json"] for plan, row in applied}
+        skip_updates = []
+        for plan, _fire, skipped in decided:
+            if skipped:
+                skip_updates.append(_skip_update(plan.job_id, stored_skips[plan.job_id], skipped))
+                events.extend(_skip_event(skip, now) for skip in skipped)
+        if skip_updates:
+            tx.many("set_schedule_skips", skip_updates)
+        enqueued = self._enqueue({plan.job_id: fire for plan, fire, _skipped in decided if fire})
+        for plan, fire, skipped in decided:
+            new, event_rows = enqueued.get(plan.job_id, ((), []))
+            events.extend(event_rows)
+            outcomes[plan.job_id] = PlanOutcome(
+                job_id=plan.job_id,
+                applied=True,
+                enqueued=new,
+                skipped=skipped,
+                deduplicated=len(fire) - len(new),
+            )
+        if events:
+            tx.many("insert_event", events)
+        return [outcomes[plan.job_id] for plan in plans]
+
+    def _enqueue(
+        self, firings: Mapping[str, tuple[SlotFiring, ...]]
+    ) -> dict[str, tuple[tuple[Occurrence, ...], list[dict[str, Any]]]]:
+        """Insert every firing; return, per job, the new occurrences and their events."""
+        if not firings:
+            return {}
+        tx, now = self.tx, self.now
+        jobs = list(firings)
+        found = tx.rows_many("get_job", [{"job_id": job_id} for job_id in jobs])
+        metas: dict[str, JobMeta] = {}
+        for job_id, row in zip(jobs, found, strict=True):
+            if row is None:
+                raise DataCorrupt(
+                    "A schedule row names a job that does not exist", details={"jobId": job_id}
+                )
+            metas[job_id] = JobMeta.from_row(row)
+        requests: list[tuple[inputs.EnqueueInput, JobMeta, str, str]] = []
+        for job_id, fire in firings.items():
+            meta = metas[job_id]
+            for firing in fire:
+                request = inputs.EnqueueInput(
+                    job_id=job_id,
+                    scheduled_for=firing.scheduled_for,
+                    trigger_key=firing.trigger_key,
+                    available_at=firing.available_at,
+                    payload=None,
+                    payload_json=None,  # the job's payload, snapshotted by the insert
+                    once_per_trigger=False,
+                )
+                occurrence_id, key = contract.occurrence_identity(
+                    job_id, meta.revision, firing.scheduled_for, firing.trigger_key
+                )
+                requests.append((request, meta, occurrence_id, key))
+        inserted = tx.rows_many(
+            "insert_occurrence_from_job",
+            [
+                {
+                    "occurrence_id": occurrence_id,
+                    "job_id": request.job_id,
+                    "job_revision": meta.revision,
+                    "idempotency_key": key,
+                    "trigger_key": request.trigger_key,
+                    "scheduled_for": request.scheduled_for,
+                    "available_at": request.available_at,
+                    "payload_json": None,
+                    "workspace_id": meta.workspace_id,
+                    "now": now,
+                }
+                for request, meta, occurrence_id, key in requests
+            ],
+        )
+        result: dict[str, tuple[list[Occurrence], list[dict[str, Any]]]] = {
+            job_id: ([], []) for job_id in firings
+        }
+        for (request, meta, occurrence_id, key), row in zip(requests, inserted, strict=True):
+            job_id = request.job_id
+            if row is None:
+                # Nothing inserted: the firing exists already (its identity is on the slot),
+                # unless the job is not at the revision the compare-and-swap just confirmed.
+                if tx.one("get_occurrence_by_key", {"idempotency_key": key}) is None:
+                    raise DataCorrupt(
+                        "A schedule row and its job disagree on the revision",
+                        details={"jobId": job_id},
+                    )
+                continue
+            new, job_events = result[job_id]
+            new.append(new_occurrence(request, meta, occurrence_id, key, now))
+            job_events.append(
+                common.event_params(
+                    job_id=job_id,
+                    occurrence_id=occurrence_id,
+                    event_type="occurrence_enqueued",
+                    occurred_at=now,
+                    data_json=enqueued_event_data(request, meta),
+                )
+            )
+        return {job_id: (tuple(new), job_events) for job_id, (new, job_events) in result.items()}
+
+    def _once_slots_planned(self, plan: SchedulePlan) -> bool:
+        """Whether a ``Once`` slot of this plan was already fired or skipped under any revision.
+
+        Fired: an occurrence of the job carries the slot's trigger key (whatever its revision).
+        Skipped: a ``schedule_slots_skipped`` event of the job covers exactly that slot; its
+        data is canonical JSON (sorted keys), so ``"first":<slot>,"last":<slot>,`` is exact.
+        """
+        keys = {firing.scheduled_for: firing.trigger_key for firing in plan.fire}
+        slots = [*keys, *(skip.scheduled_for for skip in plan.skipped)]
+        for slot in slots:
+            found = self.tx.one(
+                "once_slot_planned",
+                {
+                    "job_id": plan.job_id,
+                    "trigger_key": keys.get(slot, f"once:{slot}"),
+                    "pattern": f'%"first":{slot},"last":{slot},%',
+                },
+            )
+            if found is not None:
+                return True
+        return False
+
+
+def _cas_params(plan: SchedulePlan, now: int) -> dict[str, Any]:
+    return {
+        "job_id": plan.job_id,
+        "expected_revision": plan.expected_revision,
+        "expected_planned_through": plan.expected_planned_through,
+        "expected_last_slot": -1 if plan.expected_last_slot is None else plan.expected_last_slot,
+        "planned_through": plan.planned_through,
+        "last_slot": plan.last_slot,
+        "next_due_at": plan.next_due_at,
+        "now": now,
+    }
+
+
+def _recorded(skip: SkippedSlots, now: int) -> SkippedSlots:
+    return SkippedSlots(
+        job_id=skip.job_id,
+        scheduled_for=skip.scheduled_for,
+        last=skip.last,
+        count=skip.count,
+        reason=skip.reason,
+        revision=skip.revision,
+        recorded_at=now,
+    )
+
+
+def _skip_update(job_id: str, stored: object, recorded: Sequence[SkippedSlots]) -> dict[str, Any]:
+    """The row's skip list with ``recorded`` appended, the newest 20 kept."""
+    value = rows.read_stored_json(stored, "schedule skips")
+    kept = [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+    kept = [*kept, *(skip.to_json() for skip in recorded)][-RECENT_SKIPS_KEPT:]
+    return {"job_id": job_id, "skips_json": contract.canonical_json(kept, "schedule.skips")}
+
+
+def _skip_event(skip: SkippedSlots, now: int) -> dict[str, Any]:
+    return common.event_params(
+        job_id=skip.job_id,
+        event_type=SKIPPED_EVENT,
+        occurred_at=now,
+        data_json=_skip_event_data(skip),
+    )

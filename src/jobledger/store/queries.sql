@@ -1,0 +1,504 @@
+-- The store's named queries, written once for both dialects. Placeholders are :name; the
+-- PostgreSQL store rewrites them to %(name)s when it loads this file. Blocks whose text really
+-- differs between SQLite and PostgreSQL live in <dialect>/queries.sql instead, under the same
+-- name in both (a test checks that every name resolves in both dialects and runs on both).
+
+-- ===========================================================================================
+-- jobs
+
+-- name: get_job
+SELECT * FROM jobs WHERE job_id = :job_id
+
+-- name: insert_job
+INSERT INTO jobs
+  (job_id, kind, trigger_json, payload_json, authority_json,
+   enabled, revision, max_attempts, created_at, updated_at)
+VALUES
+  (:job_id, :kind, :trigger_json, :payload_json, :authority_json,
+   :enabled, 1, :max_attempts, :now, :now)
+
+-- name: update_job
+UPDATE jobs
+SET kind = :kind,
+    trigger_json = :trigger_json,
+    payload_json = :payload_json,
+    authority_json = :authority_json,
+    enabled = :enabled,
+    revision = :next_revision,
+    max_attempts = :max_attempts,
+    updated_at = :now
+WHERE job_id = :job_id AND revision = :expected_revision
+
+-- name: sync_live_occurrences
+-- A job's kind, workspace and enabled flag are copied onto its live occurrences, which is what
+-- lets claims read one index per kind (see the v3 migration).
+UPDATE occurrences
+SET kind = :kind, workspace_id = :workspace_id, runnable = :runnable
+WHERE job_id = :job_id
+  AND status IN ('queued', 'running', 'retry_wait')
+  AND (kind <> :kind OR runnable <> :runnable
+       OR COALESCE(workspace_id, '') <> COALESCE(:workspace_id, ''))
+
+-- name: list_jobs
+SELECT * FROM jobs
+WHERE (CAST(:after_id AS TEXT) IS NULL OR job_id > :after_id)
+ORDER BY job_id
+LIMIT :limit
+
+-- name: count_live_occurrences_of_job
+SELECT COUNT(*) AS live FROM occurrences
+WHERE job_id = :job_id AND status IN ('queued', 'running', 'retry_wait')
+
+-- name: delete_requeues_of_job
+DELETE FROM jobledger_requeues WHERE job_id = :job_id
+
+-- name: delete_events_of_job
+DELETE FROM events WHERE job_id = :job_id
+
+-- name: delete_occurrences_of_job
+DELETE FROM occurrences WHERE job_id = :job_id
+
+-- name: delete_job
+DELETE FROM jobs WHERE job_id = :job_id AND revision = :expected_revision
+
+-- ===========================================================================================
+-- schedules (the planner's durable progress)
+
+-- name: get_schedule
+SELECT * FROM jobledger_schedules WHERE job_id = :job_id
+
+-- name: upsert_schedule
+-- planned_through never moves back: on PostgreSQL an edit's clock is read when its transaction
+-- began, and a planner may have recorded a later pass since; planning from the older instant
+-- would plan those slots again under the new revision.
+INSERT INTO jobledger_schedules
+  (job_id, job_revision, planned_through, next_due_at, last_slot, skips_json, updated_at)
+VALUES
+  (:job_id, :job_revision, :planned_through, :next_due_at, NULL, '[]', :now)
+ON CONFLICT (job_id) DO UPDATE
+SET job_revision = excluded.job_revision,
+    planned_through = CASE WHEN excluded.planned_through > jobledger_schedules.planned_through
+                           THEN excluded.planned_through
+                           ELSE jobledger_schedules.planned_through END,
+    next_due_at = excluded.next_due_at,
+    updated_at = excluded.updated_at
+
+-- name: delete_schedule
+DELETE FROM jobledger_schedules WHERE job_id = :job_id
+
+-- ===========================================================================================
+-- events and operator records
+
+-- name: insert_event
+INSERT INTO events
+  (job_id, occurrence_id, event_type, occurred_at, owner_id, fence, data_json)
+VALUES
+  (:job_id, :occurrence_id, :event_type, :occurred_at, :owner_id, :fence, :data_json)
+
+-- name: insert_audit
+INSERT INTO jobledger_audit (occurred_at, action, actor, subject, data_json)
+VALUES (:now, :action, :actor, :subject, :data_json)
+
+-- name: list_audit
+SELECT * FROM jobledger_audit
+WHERE (CAST(:before_id AS BIGINT) IS NULL OR audit_id < :before_id)
+ORDER BY audit_id DESC
+LIMIT :limit
+
+-- name: history_all
+SELECT * FROM events ORDER BY event_id DESC LIMIT :limit
+
+-- name: history_by_occurrence
+SELECT * FROM events WHERE occurrence_id = :occurrence_id ORDER BY event_id DESC LIMIT :limit
+
+-- name: history_by_job
+SELECT * FROM events WHERE job_id = :job_id ORDER BY event_id DESC LIMIT :limit
+
+-- name: history_by_occurrence_and_job
+SELECT * FROM events
+WHERE occurrence_id = :occurrence_id AND job_id = :job_id
+ORDER BY event_id DESC LIMIT :limit
+
+-- name: history_page
+-- Operators page backwards (before_id) and follow forwards (after_id) through the log.
+SELECT * FROM events
+WHERE (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
+  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
+  AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
+  AND (CAST(:before_id AS BIGINT) IS NULL OR event_id < :before_id)
+  AND (CAST(:after_id AS BIGINT) IS NULL OR event_id > :after_id)
+ORDER BY event_id DESC
+LIMIT :limit
+
+-- name: history_after
+SELECT * FROM events
+WHERE event_id > :after_id
+  AND (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
+  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
+  AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
+ORDER BY event_id
+LIMIT :limit
+
+-- ===========================================================================================
+-- occurrences: enqueue and read
+
+-- name: insert_occurrence_from_job
+-- The job row is re-read inside the insert: the occurrence is written only if the job still has
+-- the revision the caller derived the identity from and is enabled; its payload (unless
+-- overridden), authority, max_attempts and kind are snapshotted from that row.
+INSERT INTO occurrences
+  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+   scheduled_for, available_at, status, attempt, max_attempts, fence,
+   lease_owner, lease_expires_at, authority_json, payload_json,
+   last_error_json, result_json, created_at, updated_at, settled_at,
+   kind, workspace_id, runnable)
+SELECT :occurrence_id, j.job_id, j.revision, :idempotency_key, :trigger_key,
+       :scheduled_for, :available_at, 'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_json, COALESCE(:payload_json, j.payload_json),
+       NULL, NULL, :now, :now, NULL,
+       j.kind, :workspace_id, 1
+FROM jobs AS j
+WHERE j.job_id = :job_id AND j.revision = :job_revision AND j.enabled = 1
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING occurrence_id
+
+-- name: get_occurrence
+SELECT * FROM occurrences WHERE occurrence_id = :occurrence_id
+
+-- name: get_occurrence_by_key
+SELECT * FROM occurrences WHERE idempotency_key = :idempotency_key
+
+-- name: list_occurrences_by_trigger
+SELECT * FROM occurrences
+WHERE job_id = :job_id AND trigger_key = :trigger_key
+ORDER BY created_at, occurrence_id
+LIMIT :limit
+
+-- name: list_dead_letters
+SELECT * FROM occurrences WHERE status = 'dead_letter'
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: list_dead_letters_by_job
+SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = :job_id
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- Listing pages newest first by (created_at, occurrence_id); the cursor is the last row's pair.
+
+-- name: list_occurrences_by_status
+SELECT * FROM occurrences
+WHERE status = :status
+  AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
+  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
+       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
+ORDER BY created_at DESC, occurrence_id DESC
+LIMIT :limit
+
+-- name: list_occurrences_by_kind
+SELECT * FROM occurrences
+WHERE kind = :kind
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
+       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
+ORDER BY created_at DESC, occurrence_id DESC
+LIMIT :limit
+
+-- name: list_occurrences_by_job
+SELECT * FROM occurrences
+WHERE job_id = :job_id
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
+  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
+       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
+ORDER BY created_at DESC, occurrence_id DESC
+LIMIT :limit
+
+-- name: list_occurrences_all
+SELECT * FROM occurrences
+WHERE (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
+       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
+ORDER BY created_at DESC, occurrence_id DESC
+LIMIT :limit
+
+-- name: count_occurrences
+SELECT kind, status, COUNT(*) AS n FROM occurrences GROUP BY kind, status
+
+-- name: count_occurrences_of_job
+SELECT kind, status, COUNT(*) AS n FROM occurrences WHERE job_id = :job_id
+GROUP BY kind, status
+
+-- name: lease_holders
+SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
+       MAX(lease_expires_at) AS latest_expiry
+FROM occurrences WHERE status = 'running'
+GROUP BY lease_owner
+ORDER BY lease_owner
+
+-- name: running_of_owner
+SELECT occurrence_id, job_id, fence, lease_expires_at FROM occurrences
+WHERE status = 'running' AND lease_owner = :owner_id
+
+-- ===========================================================================================
+-- leases
+
+-- name: dead_letter_expired_lease
+UPDATE occurrences
+SET status = 'dead_letter',
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    last_error_json = :error_json,
+    updated_at = :now,
+    settled_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at <= :now
+  AND attempt >= max_attempts
+RETURNING kind
+
+-- name: apply_claim
+UPDATE occurrences
+SET status = 'running',
+    attempt = attempt + 1,
+    fence = fence + 1,
+    lease_owner = :owner_id,
+    lease_expires_at = :lease_expires_at,
+    updated_at = :now,
+    settled_at = NULL
+WHERE occurrence_id = :occurrence_id
+  AND fence = :expected_fence
+  AND attempt < max_attempts
+  AND (
+    (status IN ('queued', 'retry_wait') AND available_at <= :now)
+    OR
+    (status = 'running' AND lease_expires_at <= :now)
+  )
+RETURNING *
+
+-- name: renew_lease
+UPDATE occurrences
+SET lease_expires_at = CASE WHEN lease_expires_at > :lease_expires_at
+                            THEN lease_expires_at ELSE :lease_expires_at END,
+    updated_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at > :now
+RETURNING *
+
+-- name: settle_occurrence
+-- Where the attempt goes is decided here, from the row itself, so a settle needs no read first:
+-- succeeded; retry_wait when the failure is retryable and attempts remain; else dead_letter.
+UPDATE occurrences
+SET status = CASE
+      WHEN :succeeded = 1 THEN 'succeeded'
+      WHEN :retryable = 1 AND attempt < max_attempts THEN 'retry_wait'
+      ELSE 'dead_letter' END,
+    available_at = CASE
+      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN :retry_available_at
+      ELSE available_at END,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    last_error_json = :error_json,
+    result_json = :result_json,
+    updated_at = :now,
+    settled_at = CASE
+      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN NULL
+      ELSE :now END
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at > :now
+RETURNING *
+
+-- name: release_lease
+UPDATE occurrences
+SET status = 'retry_wait',
+    attempt = attempt - 1,
+    available_at = :now,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at > :now
+RETURNING *
+
+-- name: expire_lease
+-- A lease whose holder is known to be gone (its process or database session) ends now, so the
+-- next claim takes the occurrence over (or dead-letters it, on its final attempt).
+UPDATE occurrences
+SET lease_expires_at = :now, updated_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND lease_expires_at > :now
+RETURNING *
+
+-- name: cancel_occurrence
+UPDATE occurrences
+SET status = 'cancelled',
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    last_error_json = :error_json,
+    updated_at = :now,
+    settled_at = :now
+WHERE occurrence_id = :occurrence_id
+  AND status IN ('queued', 'retry_wait', 'running')
+RETURNING *
+
+-- name: requeue_dead_letter
+UPDATE occurrences
+SET status = 'retry_wait',
+    available_at = :now,
+    max_attempts = attempt + 1,
+    updated_at = :now,
+    settled_at = NULL
+WHERE occurrence_id = :occurrence_id
+  AND status = 'dead_letter'
+  AND fence = :expected_fence
+RETURNING *
+
+-- name: insert_requeue
+INSERT INTO jobledger_requeues
+  (occurrence_id, job_id, expected_fence, attempt, previous_max_attempts, max_attempts,
+   previous_error_json, reason, actor, requested_at)
+VALUES
+  (:occurrence_id, :job_id, :expected_fence, :attempt, :previous_max_attempts, :max_attempts,
+   :previous_error_json, :reason, :actor, :now)
+RETURNING requeue_id
+
+-- name: add_throughput
+INSERT INTO jobledger_throughput
+  (minute, kind, owner_id, succeeded, retried, dead_lettered)
+VALUES
+  (:minute, :kind, :owner_id, :succeeded, :retried, :dead_lettered)
+ON CONFLICT (minute, kind, owner_id) DO UPDATE
+SET succeeded = jobledger_throughput.succeeded + excluded.succeeded,
+    retried = jobledger_throughput.retried + excluded.retried,
+    dead_lettered = jobledger_throughput.dead_lettered + excluded.dead_lettered
+
+-- name: throughput_since
+SELECT minute, kind, SUM(succeeded) AS succeeded, SUM(retried) AS retried,
+       SUM(dead_lettered) AS dead_lettered
+FROM jobledger_throughput
+WHERE minute >= :since
+GROUP BY minute, kind
+ORDER BY minute, kind
+
+-- ===========================================================================================
+-- retention
+
+-- name: select_prunable
+-- Terminal occurrences settled before the cutoff. created_at <= settled_at, so the status index
+-- can range on created_at; settled_at is checked per row.
+SELECT occurrence_id, job_id, status FROM occurrences
+WHERE status = :status AND created_at < :before AND settled_at < :before
+ORDER BY created_at, occurrence_id
+LIMIT :limit
+
+-- name: delete_requeues_of_occurrence
+DELETE FROM jobledger_requeues WHERE occurrence_id = :occurrence_id
+
+-- name: delete_events_of_occurrence
+DELETE FROM events WHERE occurrence_id = :occurrence_id
+
+-- name: delete_occurrence
+DELETE FROM occurrences WHERE occurrence_id = :occurrence_id
+
+-- name: prune_throughput
+DELETE FROM jobledger_throughput WHERE minute < :before
+
+-- name: prune_workers
+DELETE FROM jobledger_workers WHERE stopped_at IS NOT NULL AND stopped_at < :before
+
+-- ===========================================================================================
+-- workers
+
+-- name: upsert_worker
+INSERT INTO jobledger_workers
+  (worker_id, hostname, pid, started_at, last_seen_at, stopped_at, info_json)
+VALUES
+  (:worker_id, :hostname, :pid, :now, :now, NULL, :info_json)
+ON CONFLICT (worker_id) DO UPDATE
+SET hostname = excluded.hostname,
+    pid = excluded.pid,
+    last_seen_at = excluded.last_seen_at,
+    stopped_at = NULL,
+    info_json = excluded.info_json
+
+-- name: touch_worker
+UPDATE jobledger_workers SET last_seen_at = :now
+WHERE worker_id = :worker_id AND stopped_at IS NULL
+
+-- name: stop_worker
+UPDATE jobledger_workers SET last_seen_at = :now, stopped_at = :now
+WHERE worker_id = :worker_id AND stopped_at IS NULL
+
+-- name: list_workers
+SELECT * FROM jobledger_workers
+WHERE stopped_at IS NULL OR stopped_at >= :since
+ORDER BY started_at, worker_id
+
+-- ===========================================================================================
+-- planner (store/operations/schedules.py; the rows themselves are written with each job
+-- revision by upsert_schedule above)
+
+-- name: schedule_next_due
+-- The earliest schedule any planner must look at: one probe of jobledger_schedules_due. A tick
+-- with nothing due reads only this.
+SELECT next_due_at FROM jobledger_schedules
+WHERE next_due_at IS NOT NULL
+ORDER BY next_due_at
+LIMIT 1
+
+-- name: schedules_due
+-- The due batch with its jobs, in due order, along the same index (never a scan of all jobs).
+SELECT s.job_revision AS schedule_revision, s.planned_through, s.next_due_at, s.last_slot,
+       s.skips_json, s.updated_at AS schedule_updated_at, j.*
+FROM jobledger_schedules AS s
+JOIN jobs AS j ON j.job_id = s.job_id
+WHERE s.next_due_at IS NOT NULL AND s.next_due_at <= :now
+ORDER BY s.next_due_at
+LIMIT :limit
+
+-- name: schedule_state
+SELECT s.job_revision AS schedule_revision, s.planned_through, s.next_due_at, s.last_slot,
+       s.skips_json, s.updated_at AS schedule_updated_at, j.*
+FROM jobledger_schedules AS s
+JOIN jobs AS j ON j.job_id = s.job_id
+WHERE s.job_id = :job_id
+
+-- name: record_schedule_plan
+-- Compare-and-swap on what the planner read: a job edited, disabled or planned by another
+-- planner since then changes none of these, so the UPDATE matches no row and nothing is written.
+-- Every recorded decision that fires or skips a slot moves planned_through (cron, every) or
+-- last_slot (once), so two planners can never both record the same decision.
+UPDATE jobledger_schedules
+SET planned_through = :planned_through,
+    last_slot = :last_slot,
+    next_due_at = :next_due_at,
+    updated_at = :now
+WHERE job_id = :job_id
+  AND job_revision = :expected_revision
+  AND planned_through = :expected_planned_through
+  AND COALESCE(last_slot, -1) = :expected_last_slot
+RETURNING job_id, skips_json
+
+-- name: set_schedule_skips
+UPDATE jobledger_schedules SET skips_json = :skips_json WHERE job_id = :job_id
+
+-- name: once_slot_planned
+-- Was this once slot fired (an occurrence with its trigger key, any revision) or skipped (a
+-- skipped-run event of exactly that slot; event data is canonical JSON) before?
+SELECT 1 AS planned FROM occurrences
+WHERE job_id = :job_id AND trigger_key = :trigger_key
+UNION ALL
+SELECT 1 AS planned FROM events
+WHERE job_id = :job_id AND event_type = 'schedule_slots_skipped' AND data_json LIKE :pattern
+LIMIT 1

@@ -1,0 +1,118 @@
+"""Turning stored rows into models, once per fetch.
+
+Rows the store wrote itself are trusted: their JSON is parsed (as an ECMAScript engine would
+read it, every number a double) but not re-validated, so a read costs one parse per JSON
+column. Whether stored data still matches the contract (authority envelopes, JSON shapes) is
+checked on demand by :meth:`jobledger.Store.verify`, which uses :func:`read_stored_authority`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import contract
+from ..errors import DataCorrupt, InvalidArgument
+from ..models import Event, Job, Occurrence
+
+__all__ = [
+    "event_from_row",
+    "job_from_row",
+    "occurrence_from_row",
+    "read_stored_authority",
+    "read_stored_json",
+]
+
+
+def read_stored_json(encoded: object, what: str) -> Any:
+    if not isinstance(encoded, str):
+        raise DataCorrupt(f"Stored {what} is not valid JSON")
+    try:
+        return contract.parse_stored_json(encoded)
+    except ValueError as exc:
+        raise DataCorrupt(f"Stored {what} is not valid JSON") from exc
+
+
+def _read_object(encoded: object, what: str) -> dict[str, Any]:
+    value = read_stored_json(encoded, what)
+    if type(value) is not dict:
+        raise DataCorrupt(f"Stored {what} is not a JSON object")
+    return value
+
+
+def read_stored_authority(encoded: object, what: str) -> dict[str, Any]:
+    """Parse *and validate* a stored authority envelope (for verification)."""
+    value = read_stored_json(encoded, what)
+    try:
+        return contract.normalize_authority(value)
+    except InvalidArgument as exc:
+        raise DataCorrupt(f"Stored {what} does not match authority envelope v1") from exc
+
+
+def job_from_row(row: Mapping[str, Any]) -> Job:
+    return Job(
+        id=row["job_id"],
+        kind=row["kind"],
+        trigger=read_stored_json(row["trigger_json"], "job trigger"),
+        payload=read_stored_json(row["payload_json"], "job payload"),
+        authority=_read_object(row["authority_json"], "job authority"),
+        enabled=bool(row["enabled"]),
+        revision=int(row["revision"]),
+        max_attempts=int(row["max_attempts"]),
+        created_at=int(row["created_at"]),
+        updated_at=int(row["updated_at"]),
+    )
+
+
+def occurrence_from_row(
+    row: Mapping[str, Any],
+    *,
+    deduplicated: bool = False,
+    job: Job | None = None,
+    reclaimed: bool = False,
+) -> Occurrence:
+    last_error = row["last_error_json"]
+    result = row["result_json"]
+    lease_expires_at = row["lease_expires_at"]
+    settled_at = row["settled_at"]
+    return Occurrence(
+        id=row["occurrence_id"],
+        job_id=row["job_id"],
+        job_revision=int(row["job_revision"]),
+        idempotency_key=row["idempotency_key"],
+        trigger_key=row["trigger_key"],
+        scheduled_for=int(row["scheduled_for"]),
+        available_at=int(row["available_at"]),
+        status=row["status"],
+        attempt=int(row["attempt"]),
+        max_attempts=int(row["max_attempts"]),
+        fence=int(row["fence"]),
+        lease_owner=row["lease_owner"],
+        lease_expires_at=None if lease_expires_at is None else int(lease_expires_at),
+        authority=_read_object(row["authority_json"], "occurrence authority"),
+        payload=read_stored_json(row["payload_json"], "occurrence payload"),
+        last_error=None if last_error is None else read_stored_json(last_error, "occurrence error"),
+        result=None if result is None else read_stored_json(result, "occurrence result"),
+        created_at=int(row["created_at"]),
+        updated_at=int(row["updated_at"]),
+        settled_at=None if settled_at is None else int(settled_at),
+        deduplicated=deduplicated,
+        kind=row["kind"],
+        job=job,
+        reclaimed=reclaimed,
+    )
+
+
+def event_from_row(row: Mapping[str, Any]) -> Event:
+    data = read_stored_json(row["data_json"], "event data")
+    fence = row["fence"]
+    return Event(
+        event_id=int(row["event_id"]),
+        job_id=row["job_id"],
+        occurrence_id=row["occurrence_id"],
+        type=row["event_type"],
+        occurred_at=int(row["occurred_at"]),
+        owner_id=row["owner_id"],
+        fence=None if fence is None else int(fence),
+        data=data,
+    )
