@@ -1,0 +1,243 @@
+"""Declaring a scheduled job: the body of ``App.schedule(...)`` (SPEC §6).
+
+:func:`declare_schedule` builds the trigger and its misfire policy from keyword arguments,
+creates the job if it is missing, changes nothing when the job already says exactly the same,
+and otherwise updates it with a compare-and-swap on the revision it read (re-reading once if
+another writer got there first). Declaring on every start-up is therefore free: no revision bump,
+no ``job_updated`` event, and planning progress is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final, TypeVar
+
+from .. import contract
+from ..errors import Conflict, InvalidArgument, RevisionConflict
+from ..models import Job
+from ..store.base import Store
+from .json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
+from .policy import DEFAULT_CATCH_UP_LIMIT, MISFIRE_MODES, MisfirePolicy
+from .triggers import Cron, Every, Once, Trigger, schedule_json
+
+__all__ = ["declare_schedule"]
+
+_ONE_MS: Final = timedelta(milliseconds=1)
+_DEFAULT_GRACE: Final = timedelta(minutes=1)
+_TRIES: Final = 2
+T = TypeVar("T")
+
+
+# What the trigger classes call a field, and what this function's caller calls it.
+_ARGUMENT_NAMES: Final = {"expression": "cron", "interval": "every"}
+
+
+def _refuse(message: str, field: str) -> InvalidArgument:
+    return InvalidArgument(message, details={"field": field})
+
+
+def _renamed(exc: InvalidArgument, field: str) -> InvalidArgument:
+    """``exc`` with ``details["field"]`` set to the argument of :func:`declare_schedule`."""
+    return InvalidArgument(
+        exc.message, code=exc.code, details={**(exc.details or {}), "field": field}
+    )
+
+
+def _checked(field: str, normalize: Callable[[], T]) -> T:
+    """``normalize()``, with a refusal's ``details["field"]`` naming ``field``."""
+    try:
+        return normalize()
+    except InvalidArgument as exc:
+        raise _renamed(exc, field) from None
+
+
+def _truncate_ms(at: object) -> datetime:
+    """An aware datetime without its sub-millisecond part (jobledger counts whole ms)."""
+    if not isinstance(at, datetime):
+        raise _refuse("at must be an aware datetime", "at")
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise _refuse(
+            "at must be an aware datetime (pass tzinfo=UTC or a ZoneInfo; naive datetimes are "
+            "ambiguous)",
+            "at",
+        )
+    return at.replace(microsecond=at.microsecond - at.microsecond % 1000)
+
+
+def _build_trigger(
+    *,
+    cron: object,
+    every: object,
+    at: object,
+    anchor: object,
+    timezone: object,
+    nonexistent: object,
+    ambiguous: object,
+) -> Trigger:
+    given = [
+        name for name, value in (("cron", cron), ("every", every), ("at", at)) if value is not None
+    ]
+    if len(given) != 1:
+        raise InvalidArgument(
+            "pass exactly one of cron=, every= or at="
+            + (f" (got {', '.join(given)})" if given else ""),
+            details={"field": given[1] if len(given) > 1 else "cron", "given": given},
+        )
+    if anchor is not None and every is None:
+        raise _refuse("anchor applies only to every=", "anchor")
+    if cron is None:
+        for name, value, default in (
+            ("timezone", timezone, "UTC"),
+            ("nonexistent", nonexistent, "shift"),
+            ("ambiguous", ambiguous, "cron"),
+        ):
+            if value != default:
+                raise _refuse(f"{name} applies only to cron=", name)
+    if cron is not None:
+        if not isinstance(cron, str):
+            raise _refuse("cron must be a cron expression string", "cron")
+        if not isinstance(timezone, str):
+            raise _refuse("timezone must be an IANA zone name", "timezone")
+        return Cron(
+            cron,
+            timezone=timezone,
+            nonexistent=check_choice(nonexistent, NONEXISTENT_POLICIES, "nonexistent"),  # type: ignore[arg-type]
+            ambiguous=check_choice(ambiguous, AMBIGUOUS_POLICIES, "ambiguous"),  # type: ignore[arg-type]
+        )
+    if every is not None:
+        if not isinstance(every, timedelta):
+            raise _refuse("every must be a timedelta", "every")
+        if anchor is not None and not isinstance(anchor, datetime):
+            raise _refuse("anchor must be an aware datetime", "anchor")
+        return Every(every, anchor=anchor)
+    return Once(_truncate_ms(at))
+
+
+def _build_policy(
+    *, misfire: object, misfire_grace: object, catch_up_limit: object, jitter: object
+) -> MisfirePolicy:
+    if misfire not in MISFIRE_MODES:
+        raise _refuse(
+            f"misfire must be one of {', '.join(MISFIRE_MODES)}, not {misfire!r}", "misfire"
+        )
+    if misfire_grace is not None and not isinstance(misfire_grace, timedelta):
+        raise _refuse("misfire_grace must be a timedelta (or None for 1 minute)", "misfire_grace")
+    if jitter is not None and not isinstance(jitter, timedelta):
+        raise _refuse("jitter must be a timedelta (or None for none)", "jitter")
+    if type(catch_up_limit) is not int:
+        raise _refuse("catch_up_limit must be an integer", "catch_up_limit")
+    return MisfirePolicy(
+        misfire=misfire,
+        misfire_grace=_DEFAULT_GRACE if misfire_grace is None else misfire_grace,
+        catch_up_limit=catch_up_limit,
+        jitter=timedelta(0) if jitter is None else jitter,
+    )
+
+
+def _same(job: Job, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` that differ from the stored job (JSON compared canonically)."""
+    stored = {
+        "kind": job.kind,
+        "trigger": job.trigger,
+        "payload": job.payload,
+        "authority": job.authority,
+        "enabled": job.enabled,
+        "max_attempts": job.max_attempts,
+    }
+    changed: dict[str, Any] = {}
+    for name, value in wanted.items():
+        if name in ("trigger", "payload", "authority"):
+            if contract.canonical_json(stored[name]) != contract.canonical_json(value):
+                changed[name] = value
+        elif stored[name] != value:
+            changed[name] = value
+    return changed
+
+
+def declare_schedule(
+    store: Store,
+    job_id: str,
+    kind: str,
+    *,
+    cron: str | None = None,
+    every: timedelta | None = None,
+    at: datetime | None = None,
+    anchor: datetime | None = None,
+    timezone: str = "UTC",
+    payload: Any = None,
+    misfire: str = "coalesce",
+    misfire_grace: timedelta | None = None,
+    catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
+    jitter: timedelta | None = None,
+    nonexistent: str = "shift",
+    ambiguous: str = "cron",
+    max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
+    authority: Mapping[str, Any],
+    enabled: bool = True,
+) -> Job:
+    """Create or update the job ``job_id`` so that it fires on the given schedule.
+
+    Exactly one of ``cron`` (an expression, evaluated in ``timezone`` with the ``nonexistent`` /
+    ``ambiguous`` DST rules), ``every`` (a :class:`~datetime.timedelta` ≥ 1 s, slots at
+    ``anchor + k·every``) or ``at`` (an aware datetime; its sub-millisecond part is dropped).
+    ``misfire`` / ``misfire_grace`` (default 1 minute) / ``catch_up_limit`` / ``jitter`` are the
+    job's :class:`~jobledger.schedules.MisfirePolicy`.
+
+    Idempotent: when the stored job already has this kind, trigger (with its policy), payload,
+    authority, ``enabled`` and ``max_attempts``, nothing is written and the stored job is
+    returned (same revision). Otherwise the job is created, or updated with a compare-and-swap on
+    the revision just read (on ``SCHEDULER_REVISION_CONFLICT`` it is read and compared once
+    more). An update bumps the revision, so Cron and Every slots are planned from the update on.
+    Bad arguments raise ``SCHEDULER_INVALID_ARGUMENT`` with ``details["field"]`` naming the
+    argument, before the store is touched.
+    """
+    key = _checked("job_id", lambda: contract.normalize_identifier(job_id, "job_id"))
+    job_kind = _checked("kind", lambda: contract.normalize_identifier(kind, "kind", max_length=128))
+    try:
+        trigger = _build_trigger(
+            cron=cron,
+            every=every,
+            at=at,
+            anchor=anchor,
+            timezone=timezone,
+            nonexistent=nonexistent,
+            ambiguous=ambiguous,
+        )
+    except InvalidArgument as exc:
+        named = str((exc.details or {}).get("field", "cron"))
+        raise _renamed(exc, _ARGUMENT_NAMES.get(named, named)) from None
+    policy = _build_policy(
+        misfire=misfire, misfire_grace=misfire_grace, catch_up_limit=catch_up_limit, jitter=jitter
+    )
+    if type(enabled) is not bool:
+        raise _refuse("enabled must be True or False", "enabled")
+    attempts = _checked("max_attempts", lambda: contract.normalize_max_attempts(max_attempts))
+    normalized_authority = _checked("authority", lambda: contract.normalize_authority(authority))
+    normalized_payload = _checked("payload", lambda: contract.normalize_json(payload, "payload"))
+    wanted: dict[str, Any] = {
+        "kind": job_kind,
+        "trigger": schedule_json(trigger, policy),
+        "payload": normalized_payload,
+        "authority": normalized_authority,
+        "enabled": enabled,
+        "max_attempts": attempts,
+    }
+    for attempt in range(_TRIES):
+        current = store.get_job(key)
+        if current is None:
+            try:
+                return store.create_job(id=key, **wanted)
+            except Conflict:
+                if attempt + 1 == _TRIES:
+                    raise
+                continue  # created concurrently: compare with what the other writer stored
+        changed = _same(current, wanted)
+        if not changed:
+            return current
+        try:
+            return store.update_job(key, expected_revision=current.revision, patch=changed)
+        except RevisionConflict:
+            if attempt + 1 == _TRIES:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
