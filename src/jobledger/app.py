@@ -1,53 +1,68 @@
-"""The application façade: register handlers, create jobs, enqueue work, run a worker.
+"""The application façade: declare jobs and schedules, enqueue work, run a worker.
 
 ::
 
     app = jobledger.App("jobs.sqlite3", authorize=jobledger.allow_all)
 
-    @app.handler("send_email")
+    @app.handler("send_email", timeout=timedelta(seconds=30))
     def send_email(ctx: jobledger.JobContext) -> dict:
         ...
 
-    app.create_job("welcome-42", "send_email", payload={"to": "ada@example.com"})
-    app.enqueue("welcome-42", delay=timedelta(minutes=5))
+    app.ensure_job("welcome", "send_email")
+    app.enqueue("welcome", payload={"to": "ada@example.com"})          # a new occurrence each call
+    app.enqueue("welcome", payload={"to": "bob@example.com"}, key="signup-42")   # idempotent
+    app.schedule("digest", "send_email", cron="30 2 * * *", timezone="America/New_York")
     app.run_worker(concurrency=4)
 
-:class:`App` adds conveniences only — datetimes and timedeltas where the kernel takes epoch ms,
-a default authority naming the app, a lazily opened store — and never changes the kernel's
-rules. ``authorize`` is still required to *run* work (not to enqueue it).
+:class:`App` adds conveniences only — datetimes and timedeltas where the kernel takes epoch ms, a
+default authority naming the app, a lazily opened store — and never changes the kernel's rules.
+``authorize`` is still required to *run* work (not to enqueue it).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import contract
 from .clock import Clock
-from .errors import InvalidArgument
+from .durations import choose_ms
+from .errors import Conflict, IdempotencyPayloadMismatch, InvalidArgument, RevisionConflict
 from .handlers import Authorizer, Handler, epoch_ms_from
 from .heartbeat import HeartbeatDriver
-from .models import Event, Job, Occurrence
-from .retry import DEFAULT_BACKOFF, BackoffPolicy, duration_ms
-from .runtime import DEFAULT_LEASE_MS, Runtime
-from .store import UNSET, Store, open_store
-from .worker import DEFAULT_GRACE_PERIOD, DEFAULT_POLL_INTERVAL, Worker, WorkerSummary
+from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
+from .observe import Observer
+from .options import DEFAULT_LEASE, WorkerOptions
+from .retry import DEFAULT_BACKOFF, BackoffPolicy
+from .runtime import Runtime
+from .store import Store, open_store
+from .watchdog import Watchdog
+from .worker import Worker, WorkerSummary
+
+if TYPE_CHECKING:
+    from .schedules.explain import Explanation
+    from .schedules.planner import PlanReport
 
 __all__ = ["App"]
 
 H = TypeVar("H", bound=Handler)
+# Idempotency keys become trigger keys "key:<key>"; the identifier limit is 256.
+MAX_KEY_LENGTH = 200
 
 
 class App:
     """Handlers plus a store: the shortest path from "a function" to "durable background work".
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed
-    by :meth:`close`) or an open :class:`~jobledger.Store` (left open). ``clock`` is used for
-    "now" in :meth:`enqueue`, for retry instants, and is passed to the store it opens; without
-    one, "now" is the store's (on PostgreSQL, the database clock, so machines whose clocks
-    disagree still enqueue at the same instants).
+    by :meth:`close`, with ``store_options`` passed on) or an open :class:`~jobledger.Store`
+    (left open; it keeps its own clock and options, so ``clock``/``store_options`` are refused
+    with it). ``clock`` is used for "now" in :meth:`enqueue` and for retry instants, and is passed
+    to the store the app opens; without one, "now" is the store's (on PostgreSQL, the database
+    clock, so machines whose clocks disagree still enqueue at the same instants).
     """
 
     def __init__(
@@ -58,19 +73,31 @@ class App:
         clock: Clock | None = None,
         authorize: Authorizer | None = None,
         retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
-        store_options: dict[str, Any] | None = None,
+        store_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
+        given_store = isinstance(target, Store)
+        if given_store and clock is not None:
+            raise InvalidArgument(
+                "a store given to App keeps its own clock: pass clock= to open_store instead",
+                details={"field": "clock"},
+            )
+        if given_store and store_options:
+            raise InvalidArgument(
+                "store_options apply only when App opens the store from a path or URL",
+                details={"field": "store_options"},
+            )
+        if clock is not None and not callable(clock):
+            raise InvalidArgument("clock must be a callable returning epoch ms")
+        self.name = contract.normalize_identifier(name, "name")
         self.clock: Clock | None = clock
         self.authorize = authorize
         self.retry_policy = retry_policy
         self._target = target
-        self._store_clock = clock
         self._store_options = dict(store_options or {})
         self._store: Store | None = target if isinstance(target, Store) else None
         self._owns_store = self._store is None
         self._lock = threading.Lock()
-        self._handlers: dict[str, tuple[Handler, BackoffPolicy | None]] = {}
+        self._handlers: dict[str, tuple[Handler, BackoffPolicy | None, timedelta | None]] = {}
         self._runtimes: list[Runtime] = []
 
     # -- store -------------------------------------------------------------------------------
@@ -80,25 +107,20 @@ class App:
         """The store, opened on first use."""
         with self._lock:
             if self._store is None:
-                if isinstance(self._target, Store):  # pragma: no cover - set in __init__
-                    self._store = self._target
-                else:
-                    self._store = open_store(
-                        self._target, clock=self._store_clock, **self._store_options
-                    )
+                self._store = open_store(self._target, clock=self.clock, **self._store_options)  # type: ignore[arg-type]
             return self._store
 
     def close(self) -> None:
-        """Stop runtimes' event loops and close the store if this app opened it. Idempotent."""
+        """Stop runtimes and close the store if this app opened it. Idempotent."""
         with self._lock:
             runtimes, self._runtimes = self._runtimes, []
-            store, self._store = self._store, None
+            store = self._store
+            if self._owns_store:
+                self._store = None
         for runtime in runtimes:
             runtime.close()
         if store is not None and self._owns_store:
             store.close()
-        elif store is not None:
-            self._store = store
 
     def __enter__(self) -> App:
         return self
@@ -106,20 +128,39 @@ class App:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _now(self) -> int:
+        return self.store.now() if self.clock is None else self.clock()
+
     # -- handlers ----------------------------------------------------------------------------
 
-    def handler(self, kind: str, *, retry: BackoffPolicy | None = None) -> Callable[[H], H]:
-        """Decorator: handle jobs of ``kind`` with the decorated function (sync or async)."""
+    def handler(
+        self,
+        kind: str,
+        *,
+        retry: BackoffPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> Callable[[H], H]:
+        """Decorator: handle jobs of ``kind`` with the decorated function (sync or async).
+
+        ``retry`` is the kind's backoff policy; ``timeout`` its time limit per attempt (past it
+        the attempt fails as a retryable ``SCHEDULER_RUNTIME_TIMEOUT``).
+        """
         key = Runtime.normalize_kind(kind)  # a bad kind fails when the decorator is made
+        Runtime.check_timeout(timeout)
 
         def register(function: H) -> H:
             Runtime.check_handler(key, function, self._handlers)
-            self._handlers[key] = (function, retry)
+            self._handlers[key] = (function, retry, timeout)
             return function
 
         return register
 
-    # -- jobs and occurrences ----------------------------------------------------------------
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The job kinds this app has handlers for."""
+        return frozenset(self._handlers)
+
+    # -- jobs --------------------------------------------------------------------------------
 
     def default_authority(self) -> dict[str, Any]:
         """``{"principal": {"type": "app", "id": <app name>}}``: who asked, when nobody else did."""
@@ -147,39 +188,48 @@ class App:
             max_attempts=max_attempts,
         )
 
-    def enqueue(
+    def ensure_job(
         self,
-        job_id: str,
+        id: str,
+        kind: str,
         *,
-        at: datetime | int | None = None,
-        delay: timedelta | int | None = None,
-        trigger_key: str | None = None,
-        payload: Any = UNSET,
-    ) -> Occurrence:
-        """Enqueue one firing of ``job_id`` at ``at`` (aware datetime or epoch ms), ``delay``
-        from now (timedelta or ms), or now.
+        payload: Any = None,
+        authority: dict[str, Any] | None = None,
+        trigger: Any = None,
+        max_attempts: int = 3,
+        enabled: bool = True,
+    ) -> Job:
+        """Create the job, or bring it to exactly this definition; idempotent.
 
-        Occurrence identity is deterministic: the same job revision, instant and
-        ``trigger_key`` give the same occurrence (``deduplicated=True`` the second time). The
-        key defaults to ``f"manual:{scheduled_for}"`` — so two enqueues for the same
-        millisecond are one occurrence; pass a key (an order id, a request id) to make separate
-        firings distinct or to make retries of your own enqueue call idempotent.
+        For declaring jobs at start-up: the same declaration again changes nothing (no new
+        revision); a changed one updates the job with compare-and-swap on its revision (so
+        occurrences enqueued under the old definition are not run with the new one).
         """
-        if at is not None and delay is not None:
-            raise InvalidArgument("enqueue takes at or delay, not both")
-        if at is not None:
-            scheduled_for = epoch_ms_from(at, "at")
-        else:
-            now = self.store.now() if self.clock is None else self.clock()
-            scheduled_for = now + (0 if delay is None else duration_ms(delay, "delay"))
-        key = f"manual:{scheduled_for}" if trigger_key is None else trigger_key
-        return self.store.enqueue_occurrence(
-            job_id=job_id,
-            scheduled_for=scheduled_for,
-            trigger_key=key,
-            available_at=scheduled_for,
-            payload=payload,
-        )
+        wanted = {
+            "kind": kind,
+            "trigger": {} if trigger is None else trigger,
+            "payload": payload,
+            "authority": self.default_authority() if authority is None else authority,
+            "enabled": enabled,
+            "max_attempts": max_attempts,
+        }
+        for _ in range(3):
+            current = self.store.get_job(id)
+            if current is None:
+                try:
+                    return self.store.create_job(id=id, **wanted)
+                except Conflict as exc:
+                    if exc.code != "SCHEDULER_CONFLICT":
+                        raise
+                    continue  # created meanwhile by another process: compare with it
+            patch = _job_patch(current, wanted)
+            if not patch:
+                return current
+            try:
+                return self.store.update_job(id, expected_revision=current.revision, patch=patch)
+            except RevisionConflict:
+                continue  # changed meanwhile: compare again
+        raise RevisionConflict(f"Job {id} kept changing while it was being declared")
 
     def get_job(self, job_id: str) -> Job | None:
         return self.store.get_job(job_id)
@@ -193,29 +243,217 @@ class App:
         """Audit events, newest first."""
         return self.store.history(occurrence_id=occurrence_id, job_id=job_id, limit=limit)
 
+    # -- enqueue -----------------------------------------------------------------------------
+
+    def _instant(
+        self,
+        at: datetime | None,
+        at_ms: int | None,
+        delay: timedelta | None,
+        delay_ms: int | None,
+    ) -> int:
+        given = [
+            n
+            for n, v in (("at", at), ("at_ms", at_ms), ("delay", delay), ("delay_ms", delay_ms))
+            if v is not None
+        ]
+        if len(given) > 1:
+            raise InvalidArgument(
+                f"pass one of at, at_ms, delay, delay_ms (got {', '.join(given)})"
+            )
+        if at is not None:
+            if not isinstance(at, datetime):
+                raise InvalidArgument(
+                    "at must be an aware datetime; pass at_ms=<epoch ms> for a number"
+                )
+            return epoch_ms_from(at, "at")
+        if at_ms is not None:
+            return contract.normalize_epoch_ms(at_ms, "at_ms")
+        offset = choose_ms(delay, delay_ms, "delay", default_ms=0)
+        assert offset is not None
+        return self._now() + offset
+
+    @staticmethod
+    def _trigger_key(key: str | None) -> tuple[str, bool]:
+        """The occurrence's trigger key and whether it is once-per-key (idempotent)."""
+        if key is None:
+            return f"enqueue:{uuid.uuid4().hex}", False
+        text = contract.normalize_identifier(key, "key", max_length=MAX_KEY_LENGTH)
+        return f"key:{text}", True
+
+    def enqueue(
+        self,
+        job_id: str,
+        *,
+        payload: Any = UNSET,
+        key: str | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+    ) -> Occurrence:
+        """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
+
+        Every call makes a new occurrence, unless ``key`` is given: an idempotency key (an order
+        id, a request id) — the first call with a key makes the occurrence, every later call
+        with the same key returns that same occurrence with ``deduplicated=True`` (and raises
+        ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` if its payload differs). ``payload`` defaults
+        to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
+        """
+        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        trigger_key, once = self._trigger_key(key)
+        if once:
+            occurrence = self.store.enqueue_occurrence_once_per_trigger(
+                job_id=job_id, scheduled_for=scheduled_for, trigger_key=trigger_key, payload=payload
+            )
+            _check_key_payload(occurrence, payload, key)
+            return occurrence
+        return self.store.enqueue_occurrence(
+            job_id=job_id, scheduled_for=scheduled_for, trigger_key=trigger_key, payload=payload
+        )
+
+    def enqueue_many(
+        self,
+        job_id: str,
+        payloads: Iterable[Any],
+        *,
+        keys: Sequence[str] | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+    ) -> list[Occurrence]:
+        """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
+
+        The same rules as :meth:`enqueue` for each: a new occurrence per payload, or with
+        ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
+        to use the job's own. Either every occurrence is written, or none.
+        """
+        items = list(payloads)
+        if keys is not None and len(keys) != len(items):
+            raise InvalidArgument("keys must have one key per payload", details={"field": "keys"})
+        if len(items) > contract.MAX_ENQUEUE_BATCH:
+            raise InvalidArgument(
+                f"enqueue_many takes at most {contract.MAX_ENQUEUE_BATCH} payloads per call",
+                details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
+            )
+        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        requests: list[EnqueueRequest] = []
+        for index, payload in enumerate(items):
+            trigger_key, once = self._trigger_key(None if keys is None else keys[index])
+            requests.append(
+                EnqueueRequest(
+                    job_id=job_id,
+                    scheduled_for=scheduled_for,
+                    trigger_key=trigger_key,
+                    payload=payload,
+                    once_per_trigger=once,
+                )
+            )
+        occurrences = self.store.enqueue_batch(requests)
+        if keys is not None:
+            for occurrence, payload, key in zip(occurrences, items, keys, strict=True):
+                _check_key_payload(occurrence, payload, key)
+        return occurrences
+
+    def cancel(self, occurrence_id: str, *, reason: str, actor: str | None = None) -> Occurrence:
+        """Cancel a queued, waiting or running occurrence (audited; see
+        :meth:`Store.cancel_occurrence <jobledger.Store.cancel_occurrence>`)."""
+        return self.store.cancel_occurrence(
+            occurrence_id=occurrence_id, actor=actor or f"app:{self.name}", reason=reason
+        )
+
+    # -- schedules ---------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        job_id: str,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        at: datetime | None = None,
+        anchor: datetime | None = None,
+        timezone: str = "UTC",
+        payload: Any = None,
+        misfire: str = "coalesce",
+        misfire_grace: timedelta | None = None,
+        catch_up_limit: int = 100,
+        jitter: timedelta | None = None,
+        nonexistent: str = "shift",
+        ambiguous: str = "cron",
+        max_attempts: int = 3,
+        authority: dict[str, Any] | None = None,
+        enabled: bool = True,
+    ) -> Job:
+        """Declare a scheduled job (``cron``, ``every`` or ``at``: exactly one); idempotent.
+
+        The same declaration again changes nothing; a changed one updates the job (CAS), and
+        planning restarts from the edit (``docs/schedules.md``).
+        """
+        from .schedules.declare import declare_schedule
+
+        return declare_schedule(
+            self.store,
+            job_id,
+            kind,
+            cron=cron,
+            every=every,
+            at=at,
+            anchor=anchor,
+            timezone=timezone,
+            payload=payload,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            catch_up_limit=catch_up_limit,
+            jitter=jitter,
+            nonexistent=nonexistent,
+            ambiguous=ambiguous,
+            max_attempts=max_attempts,
+            authority=self.default_authority() if authority is None else authority,
+            enabled=enabled,
+        )
+
+    def plan(self) -> PlanReport:
+        """One planner pass now (a worker runs them on its own schedule)."""
+        from .schedules.planner import Planner
+
+        return Planner(self.store, clock=self.clock).tick()
+
+    def explain(self, job_id: str, *, count: int = 5) -> Explanation:
+        """When will ``job_id`` fire next, and why didn't it fire (``docs/schedules.md``)."""
+        from .schedules.explain import explain
+
+        return explain(self.store, job_id, count=count)
+
     # -- running -----------------------------------------------------------------------------
 
     def runtime(
         self,
         *,
         owner_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        renew_interval_ms: int | None = None,
+        lease: timedelta | None = None,
+        renew_interval: timedelta | None = None,
         heartbeat: HeartbeatDriver | None = None,
+        watchdog: Watchdog | None = None,
+        observer: Observer | None = None,
     ) -> Runtime:
         """A :class:`Runtime` with this app's handlers (``authorize`` must have been given)."""
+        settings = WorkerOptions(lease=lease, renew_interval=renew_interval, owner_id=owner_id)
         runtime = Runtime(
             self.store,
             authorize=self.authorize,
-            owner_id=owner_id,
-            lease_ms=lease_ms,
-            renew_interval_ms=renew_interval_ms,
+            owner_id=settings.owner_id,
+            lease_ms=settings.lease_ms,
+            renew_interval_ms=settings.renew_interval_ms,
             clock=self.clock,
             heartbeat=heartbeat,
             retry_policy=self.retry_policy,
+            watchdog=watchdog,
+            observer=observer,
         )
-        for kind, (function, retry) in self._handlers.items():
-            runtime.register_handler(kind, function, retry=retry)
+        for kind, (function, retry, timeout) in self._handlers.items():
+            runtime.register_handler(kind, function, retry=retry, timeout=timeout)
         with self._lock:
             self._runtimes.append(runtime)
         return runtime
@@ -230,49 +468,80 @@ class App:
 
     def worker(
         self,
+        options: WorkerOptions | None = None,
         *,
-        concurrency: int = 1,
-        poll_interval: int | timedelta = DEFAULT_POLL_INTERVAL,
-        grace_period: int | timedelta = DEFAULT_GRACE_PERIOD,
-        job_kind: str | None = None,
-        owner_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        renew_interval_ms: int | None = None,
         heartbeat: HeartbeatDriver | None = None,
+        observer: Observer | None = None,
+        **settings: Any,
     ) -> Worker:
-        """A :class:`Worker` over a new :meth:`runtime` (not started)."""
+        """A :class:`Worker` over a new :meth:`runtime` (not started).
+
+        Settings are a :class:`~jobledger.WorkerOptions` or its fields as keywords
+        (``app.worker(concurrency=4, prefetch=32)``).
+        """
+        base = options or WorkerOptions()
+        resolved = base.with_changes(**settings) if settings else base
         runtime = self.runtime(
-            owner_id=owner_id,
-            lease_ms=lease_ms,
-            renew_interval_ms=renew_interval_ms,
+            owner_id=resolved.owner_id,
+            lease=resolved.lease or DEFAULT_LEASE,
+            renew_interval=resolved.renew_interval,
             heartbeat=heartbeat,
+            observer=observer,
         )
-        return Worker(
-            runtime,
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            grace_period=grace_period,
-            job_kind=job_kind,
-        )
+        return Worker(runtime, resolved.with_changes(owner_id=runtime.owner_id))
 
     def run_worker(
         self,
+        options: WorkerOptions | None = None,
         *,
-        concurrency: int = 1,
-        poll_interval: int | timedelta = DEFAULT_POLL_INTERVAL,
-        grace_period: int | timedelta = DEFAULT_GRACE_PERIOD,
-        job_kind: str | None = None,
-        owner_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
         install_signal_handlers: bool = True,
+        observer: Observer | None = None,
+        **settings: Any,
     ) -> WorkerSummary:
         """Run a worker in this thread until SIGTERM/SIGINT (or ``worker.stop()``)."""
-        worker = self.worker(
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            grace_period=grace_period,
-            job_kind=job_kind,
-            owner_id=owner_id,
-            lease_ms=lease_ms,
-        )
+        worker = self.worker(options, observer=observer, **settings)
         return worker.run(install_signal_handlers=install_signal_handlers)
+
+
+def _job_patch(current: Job, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` that differ from ``current`` (compared canonically)."""
+    patch: dict[str, Any] = {}
+    normalized_authority = contract.normalize_authority(wanted["authority"])
+    comparisons = {
+        "kind": (
+            current.kind,
+            contract.normalize_identifier(wanted["kind"], "kind", max_length=128),
+        ),
+        "trigger": (
+            contract.canonical_json(current.trigger),
+            contract.canonical_json(wanted["trigger"], "trigger"),
+        ),
+        "payload": (
+            contract.canonical_json(current.payload),
+            contract.canonical_json(wanted["payload"], "payload"),
+        ),
+        "authority": (
+            contract.canonical_json(current.authority),
+            contract.canonical_json(normalized_authority),
+        ),
+        "enabled": (current.enabled, wanted["enabled"]),
+        "max_attempts": (
+            current.max_attempts,
+            contract.normalize_max_attempts(wanted["max_attempts"]),
+        ),
+    }
+    for name, (have, want) in comparisons.items():
+        if have != want:
+            patch[name] = wanted[name]
+    return patch
+
+
+def _check_key_payload(occurrence: Occurrence, payload: Any, key: str | None) -> None:
+    """An idempotency key reused with another payload is a mistake worth an error."""
+    if not occurrence.deduplicated or payload is UNSET:
+        return
+    if contract.canonical_json(occurrence.payload) != contract.canonical_json(payload, "payload"):
+        raise IdempotencyPayloadMismatch(
+            "This idempotency key was used before with a different payload",
+            details={"key": key},
+        )

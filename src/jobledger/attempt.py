@@ -1,31 +1,33 @@
-"""One claimed attempt in flight: the checks, the handler under a renewed lease, the settle.
+"""One claimed attempt in flight: the checks, the handler under a kept lease, the settlement.
 
 :class:`Attempt` follows the reference runtime (``reference/upstream.md`` §3.11 steps 1–6 and
 9–15) check for check and in the same order, so an occurrence is never executed unless it is
 current, handled, authorized and still leased::
 
     claim ─▶ 1 job exists? ─▶ 2 same revision? ─▶ 3 handler for kind? ─▶ 4 authorized?
-          ─▶ 5 lease still ours (renew) ─▶ 6 not cancelled ─▶ 9 heartbeat ─▶ handler ─▶ settle
+          ─▶ 5 lease still ours ─▶ 6 not cancelled ─▶ handler (lease kept) ─▶ settlement
+
+The claim returns the job as read inside the claiming transaction, so steps 1–2 need no read.
+Step 5 keeps the reference's check without its write while the claim is fresh: a claim younger
+than one renew interval is certainly still leased (the lease is far longer, and the runtime's
+lease keeper renews it), so only an older claim — one that waited in a worker's prefetch
+buffer — is revalidated with a real renew (and its job read again).
 
 Rejections in steps 1–4 and 6 settle the attempt as failed with a ``SCHEDULER_RUNTIME_*`` code:
 retryable for ``AUTHORIZATION_UNAVAILABLE`` (the authorizer raised), ``ABORTED`` and
-``TIMER_FAILED``, final (dead letter) for the rest. The handler-missing code keeps the
-reference's name, ``SCHEDULER_RUNTIME_ADAPTER_MISSING``, so dashboards and alerts stay
-comparable.
+``TIMEOUT``, final (dead letter) for the rest. The handler-missing code keeps the reference's
+name, ``SCHEDULER_RUNTIME_ADAPTER_MISSING``.
 
-**A lost lease settles nothing.** If revalidation (step 5), a heartbeat, ``renew_lease()`` or the
+**A lost lease settles nothing.** If a renewal (the keeper's, or ``renew_lease()``) or the
 final settle finds that another owner holds the occurrence (or the lease expired), the context
 is cancelled, async handlers' tasks are cancelled, nothing is written, and the run returns
 ``RunResult(status="aborted", lease_lost=True, error={code: "SCHEDULER_LEASE_LOST", …})``.
-(The reference rejects with ``LEASE_LOST`` instead; a result keeps worker loops simple, and the
-outcome — nothing settled by the loser — is the same.)
 
-``Attempt.lock`` serialises the three writes an attempt can make — settle, renew, release — so
-a worker giving the lease back at shutdown and a handler finishing at the same moment never
-both write: whichever takes the lock first wins and the other becomes a no-op.
-
-:class:`~jobledger.Runtime` is the façade that claims occurrences and hands each to an
-:class:`Attempt`; this module holds no configuration of its own (:class:`AttemptSettings`).
+:meth:`Attempt.run` does not write the settlement itself: it returns the
+:class:`~jobledger.Settlement` to commit (or ``None`` when there is nothing to settle), so a
+runtime can commit it at once and a worker can group-commit it with others. ``Attempt.lock``
+serialises the decisions that end an attempt — settling, releasing at shutdown, timing out — so
+exactly one of them wins.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import inspect
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,9 +47,9 @@ from .clock import Clock
 from .contract import normalize_json
 from .errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
-from .heartbeat import Heartbeat, HeartbeatDriver
 from .loop import EventLoopThread
-from .models import Occurrence, Settlement
+from .models import Job, Occurrence, Settlement
+from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
 from .store.base import Store
@@ -55,9 +58,12 @@ __all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptSettings", "RunResult", "RunSta
 
 logger = logging.getLogger("jobledger.runtime")
 
-RunStatus = Literal["succeeded", "retry_wait", "dead_letter", "idle", "busy", "aborted"]
+RunStatus = Literal[
+    "succeeded", "retry_wait", "dead_letter", "cancelled", "idle", "busy", "aborted"
+]
 
 SHUTDOWN_REASON = "worker_shutdown"
+TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,8 @@ class RunResult:
     ``dead_letter``) or ``idle`` (nothing to claim), ``busy`` (a targeted occurrence is leased
     elsewhere or not due), ``aborted`` (nothing settled: cancelled before claiming, lease lost,
     or released at shutdown — see ``lease_lost`` / ``released``). ``already_settled`` marks a
-    targeted run of an occurrence that was already terminal.
+    targeted run of an occurrence that was already terminal. ``timed_out`` marks an attempt
+    failed by its kind's time limit.
     """
 
     status: RunStatus
@@ -78,11 +85,12 @@ class RunResult:
     already_settled: bool = False
     lease_lost: bool = False
     released: bool = False
+    timed_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptSettings:
-    """What every attempt of one runtime shares (snapshotted from the runtime per claim)."""
+    """What every attempt of one runtime shares."""
 
     store: Store
     owner_id: str
@@ -90,46 +98,80 @@ class AttemptSettings:
     renew_interval_ms: int
     clock: Clock
     authorize: Authorizer
-    heartbeat: HeartbeatDriver
     loop: EventLoopThread
     rng: random.Random
     handler_for: Callable[[str], Handler | None]
     retry_policy_for: Callable[[str], BackoffPolicy]
-    # Store.settle for one attempt; the runtime passes a SettleBatcher's, which commits the
-    # settles of concurrent attempts together (see jobledger.batching).
-    settle: Callable[[Settlement], Occurrence]
+    observer: Observer = NO_OBSERVER
+
+
+AttemptState = Literal["running", "settling", "done", "released", "lost"]
 
 
 class Attempt:
-    """One claimed attempt; :meth:`run` executes it, :meth:`release` gives it up from outside."""
+    """One claimed attempt (see the module docstring). Also a lease holder for the keeper."""
 
     def __init__(
         self,
         settings: AttemptSettings,
         claimed: Occurrence,
         cancel: threading.Event | None = None,
+        *,
+        claimed_at: float | None = None,
     ) -> None:
         self.settings = settings
         self.claimed = claimed
         self.cancel = cancel
+        # Monotonic seconds when the claim committed: how fresh the lease is (step 5).
+        self.claimed_at = time.monotonic() if claimed_at is None else claimed_at
         self.lock = threading.Lock()
-        self.state: Literal["running", "settled", "released"] = "running"
+        self.state: AttemptState = "running"
         self.lease_error: LeaseLost | None = None
         self.context: JobContext | None = None
-        self.heartbeat: Heartbeat | None = None
-        self.kind = ""  # the job's kind once read (selects the retry policy)
+        self.kind = claimed.kind
+        self.timed_out = False
+        self.timeout_result: RunResult | None = None
+        self.finished = threading.Event()  # set once a timeout settlement was committed
+        self._current = claimed
+
+    # -- the lease (LeaseHolder) -------------------------------------------------------------
+
+    @property
+    def lease(self) -> Occurrence:
+        return self._current
+
+    def lease_renewed(self, occurrence: Occurrence) -> None:
+        self._current = occurrence
+        if self.context is not None:
+            self.context.occurrence = occurrence
+
+    def lease_lost(self, error: LeaseLost) -> None:
+        with self.lock:
+            if self.lease_error is None:
+                self.lease_error = error
+            first = self.state == "running"
+            if first:
+                self.state = "lost"
+        if first:
+            logger.warning(
+                "lost the lease on %s; cancelling its handler",
+                self.claimed.id,
+                extra=attempt_fields(self.claimed),
+            )
+            notify(self.settings.observer, "lease_lost", self.claimed)
+        if self.context is not None:
+            self.context._cancel("lease_lost")
 
     # -- the steps --------------------------------------------------------------------------
 
-    def run(self) -> RunResult:
-        try:
-            return self._run_steps()
-        finally:
-            self._stop_heartbeat()
-
-    def _run_steps(self) -> RunResult:
+    def run(self) -> Settlement | None:
+        """Run checks 1–6 and the handler; return what to settle (``None``: nothing)."""
         settings, occurrence, cancel = self.settings, self.claimed, self.cancel
-        job = settings.store.get_job(occurrence.job_id)
+        job = occurrence.job
+        stale = time.monotonic() - self.claimed_at >= settings.renew_interval_ms / 1000
+        if job is None or stale:
+            # Not read by the claim, or the claim waited long enough for the job to change.
+            job = settings.store.get_job(occurrence.job_id)
         if job is None:
             return self._reject(
                 "SCHEDULER_RUNTIME_JOB_MISSING", "The occurrence's job does not exist"
@@ -151,6 +193,7 @@ class Attempt:
                 f"No handler is registered for job kind {job.kind!r}",
                 details={"jobKind": job.kind},
             )
+        authorize_started = time.monotonic()
         request = AuthorizationRequest(job, occurrence, cancel or threading.Event())
         try:
             raw = settings.authorize(request)
@@ -159,7 +202,12 @@ class Attempt:
             decision = Decision.from_value(raw)
         except Exception as exc:
             # Recorded as a retryable rejection; logged too, since the store keeps only its type.
-            logger.warning("the authorizer failed for %s", occurrence.id, exc_info=True)
+            logger.warning(
+                "the authorizer failed for %s",
+                occurrence.id,
+                exc_info=True,
+                extra=attempt_fields(occurrence),
+            )
             return self._reject(
                 "SCHEDULER_RUNTIME_AUTHORIZATION_UNAVAILABLE",
                 "The authorizer failed; the attempt will be retried",
@@ -172,38 +220,34 @@ class Attempt:
                 "The authorizer did not allow this occurrence",
                 details={"reason": decision.reason or "not_allowed"},
             )
-        try:  # step 5: renew once after (possibly slow) authorization
-            self.renew()
-        except LeaseLost:
-            return self._gone()
+        # Step 5: the lease is still ours. A fresh claim certainly is (it has most of its lease
+        # left and the keeper renews it); a claim that waited, or a slow authorizer, is
+        # revalidated with a real renew, as the reference does after every authorization.
+        slow = time.monotonic() - authorize_started >= settings.renew_interval_ms / 1000
+        if stale or slow or self.lease_error is not None:
+            try:
+                self.renew()
+            except LeaseLost:
+                return None
         if cancel is not None and cancel.is_set():
             return self._reject(
                 "SCHEDULER_RUNTIME_ABORTED", "Cancelled before the handler started", retryable=True
             )
         context = JobContext(
             job=job,
-            occurrence=self.claimed,
+            occurrence=self._current,
             decision=decision,
             owner_id=settings.owner_id,
             renew=self.renew,
             external_cancel=cancel,
         )
         self.context = context
-        try:
-            self.heartbeat = settings.heartbeat.start(settings.renew_interval_ms, self._beat)
-        except Exception:
-            logger.exception("starting the heartbeat failed")
-            return self._reject(
-                "SCHEDULER_RUNTIME_TIMER_FAILED",
-                "Could not start the lease heartbeat",
-                retryable=True,
-            )
-        # Released (worker shutdown) while authorizing or starting the heartbeat: the lease is
-        # no longer ours, so the handler must not start. Checked after both assignments above,
-        # so a release either sees the context (and cancels it) or is seen here.
-        if self.state == "released":
-            context._cancel(SHUTDOWN_REASON)
-            return self._gone()
+        # Released (worker shutdown), lost or timed out while authorizing: the lease is no longer
+        # ours to use, so the handler must not start. Checked after the assignment above, so a
+        # release either sees the context (and cancels it) or is seen here.
+        if self.state != "running":
+            context._cancel(SHUTDOWN_REASON if self.state == "released" else "lease_lost")
+            return None
         try:
             value = handler(context)
             if inspect.isawaitable(value):
@@ -211,18 +255,16 @@ class Attempt:
         except (concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
             if not context.cancel_event.is_set():
                 return self._fail(exc)
-            return self._gone()
+            return None
         except Exception as exc:
             return self._fail(exc)
-        finally:
-            self._stop_heartbeat()
         return self._succeed(value)
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def _succeed(self, value: object) -> RunResult:
-        if self.lease_error is not None or self.state == "released":
-            return self._gone()
+    def _succeed(self, value: object) -> Settlement | None:
+        if self.state != "running":
+            return None
         if self.cancel is not None and self.cancel.is_set():
             # The handler finished after cancellation; its result is deliberately not committed.
             return self._reject(
@@ -237,11 +279,11 @@ class Attempt:
                 "SCHEDULER_RUNTIME_INVALID_RESULT",
                 f"The handler returned a value that is not storable JSON: {exc.message}",
             )
-        return self._settle(outcome="succeeded", result=result)
+        return self._settlement(outcome="succeeded", result=result)
 
-    def _fail(self, error: BaseException) -> RunResult:
-        if self.lease_error is not None or self.state == "released":
-            return self._gone()
+    def _fail(self, error: BaseException) -> Settlement | None:
+        if self.state != "running":
+            return None
         plan = classify_failure(
             error,
             attempt=self.claimed.attempt,
@@ -249,18 +291,18 @@ class Attempt:
             policy=self.settings.retry_policy_for(self.kind),
             rng=self.settings.rng,
         )
-        return self._settle(
+        return self._settlement(
             outcome="failed", error=plan.error, retryable=plan.retryable, retry_at=plan.retry_at
         )
 
-    def _reject(
+    def _rejection(
         self,
         code: str,
         message: str,
         *,
         retryable: bool = False,
         details: dict[str, Any] | None = None,
-    ) -> RunResult:
+    ) -> dict[str, Any]:
         error = sanitize_error(
             RuntimeRejection(message, code=code, details=details),
             default_code="scheduler_rejected",
@@ -275,7 +317,9 @@ class Attempt:
             except Exception as exc:
                 # A broken retry policy is a programming error: surface it as a dead letter
                 # (like a failing error classifier) instead of escaping with the lease held.
-                logger.exception("retry policy for %r failed", self.kind)
+                logger.exception(
+                    "retry policy for %r failed", self.kind, extra=attempt_fields(self.claimed)
+                )
                 error = sanitize_error(
                     RuntimeRejection(
                         "The retry policy failed while scheduling a retry",
@@ -285,37 +329,74 @@ class Attempt:
                     default_code="scheduler_rejected",
                 )
                 retryable = False
-        return self._settle(outcome="failed", error=error, retryable=retryable, retry_at=retry_at)
+        return {"outcome": "failed", "error": error, "retryable": retryable, "retry_at": retry_at}
 
-    def _settle(self, **outcome: Any) -> RunResult:
-        with self.lock:
-            if self.state != "running":
-                settled = None
-            else:
-                try:
-                    settled = self.settings.settle(
-                        Settlement(
-                            occurrence_id=self.claimed.id,
-                            owner_id=self.settings.owner_id,
-                            fence=self.claimed.fence,
-                            **outcome,
-                        )
-                    )
-                except LeaseLost as exc:
-                    self.lease_error = exc
-                    settled = None
-                else:
-                    self.state = "settled"
-        if settled is None:
-            return self._gone()
-        return RunResult(
-            settled.status,  # type: ignore[arg-type]
-            settled,
-            settled.result,
-            settled.last_error,
+    def _reject(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+    ) -> Settlement | None:
+        return self._settlement(
+            **self._rejection(code, message, retryable=retryable, details=details)
         )
 
-    def _gone(self) -> RunResult:
+    def _settlement(self, **outcome: Any) -> Settlement | None:
+        """Claim the right to settle (state running → settling) and build the settlement."""
+        with self.lock:
+            if self.state != "running":
+                return None
+            self.state = "settling"
+        return Settlement(
+            occurrence_id=self.claimed.id,
+            owner_id=self.settings.owner_id,
+            fence=self.claimed.fence,
+            **outcome,
+        )
+
+    def time_out(self, limit_ms: int) -> Settlement | None:
+        """The kind's time limit passed: fail the attempt (retryable) and cancel its handler.
+
+        Returns the settlement to commit, or ``None`` if the attempt already ended otherwise.
+        """
+        with self.lock:
+            if self.state != "running":
+                return None
+        outcome = self._rejection(
+            TIMEOUT_CODE,
+            f"The handler ran longer than its time limit of {limit_ms} ms",
+            retryable=True,
+            details={"timeoutMs": limit_ms, "jobKind": self.kind},
+        )
+        settlement = self._settlement(**outcome)
+        if settlement is not None:
+            self.timed_out = True
+            if self.context is not None:
+                self.context._cancel("timeout")
+        return settlement
+
+    def result_of(self, outcome: Occurrence | BaseException) -> RunResult:
+        """The run's result once its settlement was committed (or refused)."""
+        with self.lock:
+            self.state = "done"
+        if isinstance(outcome, LeaseLost):
+            self.lease_error = outcome
+            if self.context is not None:
+                self.context._cancel("lease_lost")
+            return self.gone()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return RunResult(
+            outcome.status,  # type: ignore[arg-type]
+            outcome,
+            outcome.result,
+            outcome.last_error,
+            timed_out=self.timed_out,
+        )
+
+    def gone(self) -> RunResult:
         """Nothing settled: the lease was lost, or the attempt was released at shutdown."""
         try:
             current = self.settings.store.get_occurrence(self.claimed.id) or self.claimed
@@ -337,41 +418,30 @@ class Attempt:
     # -- leases -----------------------------------------------------------------------------
 
     def renew(self) -> Occurrence:
-        """Extend the lease; a lost lease cancels the context and raises :class:`LeaseLost`."""
+        """Extend the lease now; a lost lease cancels the context and raises ``LeaseLost``."""
         with self.lock:
             if self.lease_error is not None:
-                raise self.lease_error
-            if self.state != "running":
-                raise LeaseLost(f"The lease on {self.claimed.id} was given back")
-            try:
-                renewed = self.settings.store.renew(
-                    occurrence_id=self.claimed.id,
-                    owner_id=self.settings.owner_id,
-                    fence=self.claimed.fence,
-                    lease_ms=self.settings.lease_ms,
-                )
-            except LeaseLost as exc:
-                self.lease_error = exc
-                lost = exc
+                lost = self.lease_error
+            elif self.state not in ("running", "settling"):
+                lost = LeaseLost(f"The lease on {self.claimed.id} was given back")
             else:
-                if self.context is not None:
-                    self.context.occurrence = renewed
-                return renewed
+                try:
+                    renewed = self.settings.store.renew(
+                        occurrence_id=self.claimed.id,
+                        owner_id=self.settings.owner_id,
+                        fence=self.claimed.fence,
+                        lease_ms=self.settings.lease_ms,
+                    )
+                except LeaseLost as exc:
+                    self.lease_error = lost = exc
+                    if self.state == "running":
+                        self.state = "lost"
+                else:
+                    self.lease_renewed(renewed)
+                    return renewed
         if self.context is not None:
             self.context._cancel("lease_lost")
         raise lost
-
-    def _beat(self) -> None:
-        if self.state != "running" or self.lease_error is not None:
-            return
-        try:
-            self.renew()
-        except LeaseLost:
-            if self.state == "running":
-                logger.warning("lost the lease on %s; cancelling its handler", self.claimed.id)
-        except SchedulerError:
-            # A transient storage failure: the lease may still be valid; try again next beat.
-            logger.exception("renewing the lease on %s failed", self.claimed.id)
 
     def release(self, reason: str) -> Occurrence | None:
         """Give the lease back unfinished and cancel the handler; ``None`` if nothing was ours.
@@ -394,16 +464,14 @@ class Attempt:
                 pass  # already reclaimed elsewhere: nothing of ours to give back
             except SchedulerError:
                 # The lease stays until it expires; another worker then reclaims it.
-                logger.exception("releasing %s failed", self.claimed.id)
-        self._stop_heartbeat()
+                logger.exception(
+                    "releasing %s failed", self.claimed.id, extra=attempt_fields(self.claimed)
+                )
         if self.context is not None:
             self.context._cancel(reason)
         return released
 
-    def _stop_heartbeat(self) -> None:
-        heartbeat, self.heartbeat = self.heartbeat, None
-        if heartbeat is not None:
-            try:
-                heartbeat.stop()
-            except Exception:
-                logger.exception("stopping a heartbeat failed")
+
+def job_of(occurrence: Occurrence) -> Job | None:
+    """The job a claim carried (``None`` for occurrences not returned by a claim)."""
+    return occurrence.job

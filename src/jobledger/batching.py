@@ -1,153 +1,295 @@
-"""Fewer write transactions per occurrence: settles committed together, claims fetched together.
+"""Fewer write transactions per occurrence: claims made ahead in batches, settles committed in
+groups.
 
-One SQLite file takes one writer at a time, and each commit is an fsync; on PostgreSQL each
-transaction is a round trip. A worker with several slots would otherwise pay one transaction
-per claim and one per settle. Two helpers let its slots share transactions instead:
+One SQLite file takes one writer at a time and each commit is an fsync; on PostgreSQL each
+transaction is a round trip. A worker therefore never claims or settles one occurrence per
+transaction:
 
-* :class:`SettleBatcher` — *group commit*. A slot that settles while another slot's settle
-  transaction is in flight queues its settlement; when that transaction ends, the next leader
-  settles everything queued in one :meth:`~jobledger.Store.settle_batch`. Every caller still
-  returns only after *its* settle committed, and a lost lease is still reported to the attempt
-  that lost it, so an attempt cannot tell the difference — except that it waited less.
-* :class:`ClaimFeed` — a slot looking for work claims, in one
-  :meth:`~jobledger.Store.claim_batch`, one occurrence for every slot that is idle right now,
-  and hands the others to those slots. It never claims for a busy slot, so no lease waits in a
-  buffer while its occurrence could run elsewhere.
+* :class:`ClaimAhead` — a feeder thread keeps ``concurrency + prefetch`` occurrences claimed:
+  whenever slots took some, one :meth:`~jobledger.Store.claim_batch` refills the buffer, so a
+  claim transaction carries many occurrences even with one slot. Buffered claims are leased to
+  the worker and tracked by its lease keeper, so their leases are renewed while they wait.
+* :class:`Settler` — group commit. Slots hand their settlements over and go on to the next
+  occurrence at once; a settler thread commits everything handed over since its last commit in
+  one :meth:`~jobledger.Store.settle_batch`. A settlement is committed (or refused, if its lease
+  was lost) before its attempt's result is reported, and its lease is kept until then.
 
-Neither changes what is stored: a batch writes exactly what the single calls would have.
+Neither changes what is stored: a batch writes exactly what the single calls would have. What a
+crash costs changes: results handed over but not yet committed are lost with the process, and
+those occurrences run again after their leases (at-least-once, as for any crash mid-handler).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from .contract import MAX_BATCH_SIZE
+from .errors import LeaseLost, SchedulerError
 from .models import Occurrence, Settlement
-from .store import common
+from .store import inputs
 from .store.base import Store
 
-__all__ = ["ClaimFeed", "SettleBatcher"]
+__all__ = ["ClaimAhead", "Claimed", "Settler"]
+
+logger = logging.getLogger("jobledger.worker")
+
+Done = Callable[[Occurrence | BaseException], None]
+# How long a failed batch waits before it is tried again, doubling up to the maximum.
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 2.0
+
+
+class Settler:
+    """Commits handed-over settlements in groups on its own thread (see the module docstring)."""
+
+    def __init__(self, store: Store, *, max_batch: int = MAX_BATCH_SIZE) -> None:
+        self._store = store
+        self._max_batch = max_batch
+        self._changed = threading.Condition()
+        self._pending: deque[tuple[Settlement, Done]] = deque()
+        self._in_flight = 0
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.batches = 0
+        self.committed = 0
+
+    def start(self) -> None:
+        with self._changed:
+            if self._thread is None:
+                self._closing = False
+                self._thread = threading.Thread(
+                    target=self._run, name="jobledger-settler", daemon=True
+                )
+                self._thread.start()
+
+    def submit(self, settlement: Settlement, done: Done) -> None:
+        """Queue ``settlement``; ``done`` is called with its outcome after the commit."""
+        # Validate in the caller's thread: a bad settlement must fail its own attempt, not the
+        # batch it would have joined.
+        inputs.normalize_settlements([settlement])
+        with self._changed:
+            if self._thread is None or self._closing:
+                closed = True
+            else:
+                closed = False
+                self._pending.append((settlement, done))
+                self._changed.notify_all()
+        if closed:  # no settler thread (stopped): commit in the caller's thread
+            self._commit([(settlement, done)])
+
+    @property
+    def pending(self) -> int:
+        with self._changed:
+            return len(self._pending) + self._in_flight
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST_S
+        while True:
+            with self._changed:
+                while not self._pending and not self._closing:
+                    self._changed.wait()
+                if not self._pending:
+                    return
+                batch = [
+                    self._pending.popleft() for _ in range(min(self._max_batch, len(self._pending)))
+                ]
+                self._in_flight = len(batch)
+            committed = self._commit(batch, retry=True)
+            with self._changed:
+                self._in_flight = 0
+                if not committed:
+                    # Storage trouble: keep the results and try again; their leases are still
+                    # renewed, so nothing is run twice while the worker lives.
+                    self._pending.extendleft(reversed(batch))
+                self._changed.notify_all()
+            if committed:
+                delay = RETRY_FIRST_S
+            else:
+                with self._changed:
+                    self._changed.wait_for(lambda: self._closing, timeout=delay)
+                delay = min(RETRY_MAX_S, delay * 2)
+
+    def _commit(self, batch: list[tuple[Settlement, Done]], *, retry: bool = False) -> bool:
+        try:
+            outcomes = self._store.settle_batch([settlement for settlement, _ in batch])
+        except SchedulerError as exc:
+            if retry and exc.code == "SCHEDULER_STORAGE_UNAVAILABLE" and not self._closing:
+                logger.warning(
+                    "settling %d result(s) failed; will retry", len(batch), exc_info=True
+                )
+                return False
+            logger.error("settling %d result(s) failed", len(batch), exc_info=True)
+            for _, done in batch:
+                self._call(done, exc)
+            return True
+        self.batches += 1
+        self.committed += sum(1 for outcome in outcomes if not isinstance(outcome, LeaseLost))
+        for (_, done), outcome in zip(batch, outcomes, strict=True):
+            self._call(done, outcome)
+        return True
+
+    @staticmethod
+    def _call(done: Done, outcome: Occurrence | BaseException) -> None:
+        try:
+            done(outcome)
+        except Exception:
+            logger.exception("reporting a settled attempt failed")
+
+    def close(self, timeout_s: float) -> bool:
+        """Commit what is pending (trying for up to ``timeout_s``) and stop. True when nothing
+        was left uncommitted."""
+        with self._changed:
+            thread = self._thread
+            deadline = time.monotonic() + timeout_s
+            self._changed.wait_for(
+                lambda: not self._pending and not self._in_flight,
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
+            left = len(self._pending) + self._in_flight
+            self._closing = True
+            self._changed.notify_all()
+        if thread is not None:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        with self._changed:
+            self._thread = None
+            abandoned = list(self._pending)
+            self._pending.clear()
+        for _, done in abandoned:
+            self._call(done, SchedulerError("The worker stopped before this result committed"))
+        return left == 0 and not abandoned
 
 
 @dataclass(slots=True)
-class _Waiter:
-    settlement: Settlement
-    done: bool = False
-    settled: Occurrence | None = None
-    error: BaseException | None = None
+class Claimed:
+    """A claim waiting in the buffer (a lease holder for the keeper until a slot takes it)."""
+
+    occurrence: Occurrence
+    claimed_at: float  # monotonic seconds when the claim committed
+    lost: LeaseLost | None = None
+
+    @property
+    def lease(self) -> Occurrence:
+        return self.occurrence
+
+    def lease_renewed(self, occurrence: Occurrence) -> None:
+        self.occurrence = occurrence
+        self.claimed_at = time.monotonic()
+
+    def lease_lost(self, error: LeaseLost) -> None:
+        self.lost = error
 
 
-class SettleBatcher:
-    """Group commit for settles from many threads of one process (see the module docstring).
+class ClaimAhead:
+    """Keeps up to ``capacity`` claims in hand — running or buffered — with batched claims.
 
-    The first caller to find no transaction in flight leads: it takes everything queued (its
-    own settlement included), commits it as one batch, wakes the others and steps down. A
-    caller that queued meanwhile either finds its settlement done or leads the next batch, so
-    no caller commits more than one batch and none waits behind an endless stream.
+    ``claim(limit)`` is the store call (``claim_batch`` with the worker's owner, lease and kinds
+    bound). Slots call :meth:`take` (a buffered claim, or ``None`` when stopping) and
+    :meth:`done` when an attempt no longer needs its slot. ``track``/``untrack`` register the
+    buffered claims with the lease keeper. The feeder thread claims as soon as there is room,
+    and waits for the work signal (or the poll interval) when the queue came back short.
     """
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(
+        self,
+        claim: Callable[[int], list[Occurrence]],
+        *,
+        capacity: int,
+        track: Callable[[Claimed], None],
+        untrack: Callable[[Claimed], None],
+        wait_for_work: Callable[[int, threading.Event], None],
+        generation: Callable[[], int],
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self._claim = claim
+        self._capacity = capacity
+        self._track = track
+        self._untrack = untrack
+        self._wait_for_work = wait_for_work
+        self._generation = generation
+        self._on_error = on_error
         self._changed = threading.Condition()
-        self._queue: list[_Waiter] = []
-        self._leading = False
+        self._ready: deque[Claimed] = deque()
+        self._busy = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.claims = 0  # claim transactions made (for figures and tests)
 
-    def settle(self, settlement: Settlement) -> Occurrence:
-        """Settle as :meth:`Store.settle` would; raises its errors (``LeaseLost`` included)."""
-        # Validate here, in the caller's thread: one bad settlement must fail its own caller,
-        # not the batch it would have joined.
-        common.normalize_settlements([settlement])
-        waiter = _Waiter(settlement)
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._feed, name="jobledger-feeder", daemon=True)
+        self._thread.start()
+
+    def take(self, stop: threading.Event) -> Claimed | None:
+        """A buffered claim for the calling slot; blocks until one is there or ``stop`` is set."""
         with self._changed:
-            self._queue.append(waiter)
-            while self._leading and not waiter.done:
-                self._changed.wait()
-            if not waiter.done:
-                self._leading = True
-                batch, self._queue = self._queue, []
-        if not waiter.done:
-            self._commit(batch)
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.settled is not None
-        return waiter.settled
+            while True:
+                if stop.is_set() or self._stop.is_set():
+                    return None
+                while self._ready:
+                    claimed = self._ready.popleft()
+                    if claimed.lost is not None:
+                        self._untrack(claimed)
+                        continue  # another owner has it now
+                    self._busy += 1
+                    self._untrack(claimed)
+                    self._changed.notify_all()
+                    return claimed
+                self._changed.wait(0.5)
 
-    def _commit(self, batch: list[_Waiter]) -> None:
-        try:
-            outcomes = self._store.settle_batch([waiter.settlement for waiter in batch])
-        except BaseException as exc:  # every member of the batch shares its fate
-            self._finish(batch, [exc] * len(batch))
-            raise
-        self._finish(batch, outcomes)
-
-    def _finish(self, batch: list[_Waiter], outcomes: Sequence[Occurrence | BaseException]) -> None:
-        """Hand each waiter its outcome (a LeaseLost is an error too), wake them, step down."""
+    def done(self) -> None:
+        """A slot finished with its attempt: there is room to claim one more."""
         with self._changed:
-            for waiter, outcome in zip(batch, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    waiter.error = outcome
-                else:
-                    waiter.settled = outcome
-                waiter.done = True
-            self._leading = False
+            self._busy -= 1
             self._changed.notify_all()
 
+    def wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
-class ClaimFeed:
-    """Claims for idle worker slots, one transaction for all of them (see the module docstring).
+    def _room(self) -> int:
+        return self._capacity - self._busy - len(self._ready)
 
-    ``claim(limit)`` is the store call (``claim_batch`` with the worker's owner, lease and
-    filters bound); :meth:`take` returns an occurrence for the calling slot or ``None`` when
-    nothing is claimable.
-    """
-
-    def __init__(self, claim: Callable[[int], list[Occurrence]], max_batch: int) -> None:
-        self._claim = claim
-        self._max_batch = max_batch
-        self._lock = threading.Condition()
-        self._ready: deque[Occurrence] = deque()
-        self._wanting = 0  # slots inside take() right now
-        self._claiming = False
-        self._empty_round = 0  # bumped when a claim comes back short: the queue is drained
-
-    def take(self) -> Occurrence | None:
-        with self._lock:
-            self._wanting += 1
+    def _feed(self) -> None:
+        while not self._stop.is_set():
+            with self._changed:
+                while self._room() <= 0 and not self._stop.is_set():
+                    self._changed.wait()
+                if self._stop.is_set():
+                    return
+                want = min(self._room(), MAX_BATCH_SIZE)
+            seen = self._generation()
             try:
-                round_seen = self._empty_round
-                while True:
-                    if self._ready:
-                        return self._ready.popleft()
-                    if self._empty_round != round_seen:
-                        return None  # a claim for us came back short: nothing claimable now
-                    if not self._claiming:
-                        break
-                    self._lock.wait()
-                self._claiming = True
-                limit = min(self._wanting, self._max_batch)
-            finally:
-                self._wanting -= 1
-        try:
-            claimed = self._claim(limit)
-        except BaseException:
-            with self._lock:
-                self._claiming = False
-                self._lock.notify_all()
-            raise
-        with self._lock:
-            self._claiming = False
-            mine = claimed[0] if claimed else None
-            self._ready.extend(claimed[1:])
-            if len(claimed) < limit:
-                self._empty_round += 1
-            self._lock.notify_all()
-        return mine
+                claimed = self._claim(want)
+            except Exception as exc:
+                self._on_error(exc)
+                self._wait_for_work(seen, self._stop)
+                continue
+            self.claims += 1
+            now = time.monotonic()
+            entries = [Claimed(occurrence, now) for occurrence in claimed]
+            for entry in entries:
+                self._track(entry)
+            with self._changed:
+                self._ready.extend(entries)
+                self._changed.notify_all()
+            if len(claimed) < want:
+                # The queue is drained for now: wait for an enqueue (or the poll interval).
+                self._wait_for_work(seen, self._stop)
 
-    def drain(self) -> list[Occurrence]:
-        """Take back every claim no slot picked up (at shutdown, to release their leases)."""
-        with self._lock:
-            leftover = list(self._ready)
+    def stop(self) -> list[Occurrence]:
+        """Stop claiming; return the buffered claims no slot took (to give their leases back)."""
+        self._stop.set()
+        with self._changed:
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with self._changed:
+            left = [entry for entry in self._ready if entry.lost is None]
+            for entry in self._ready:
+                self._untrack(entry)
             self._ready.clear()
-            return leftover
+        return [entry.occurrence for entry in left]

@@ -21,9 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 from .contract import normalize_epoch_ms
+from .durations import choose_ms
 from .errors import InvalidArgument
 from .models import Job, Occurrence
-from .retry import duration_ms
 
 __all__ = [
     "AuthorizationRequest",
@@ -57,9 +57,10 @@ def epoch_ms_from(value: int | datetime, field: str) -> int:
 class Retry(Exception):
     """Raised by a handler to ask for another attempt, ``delay`` from now or ``at`` an instant.
 
-    ``delay`` is ms or a :class:`timedelta`; ``at`` is epoch ms or an aware :class:`datetime`.
-    With neither, the job kind's backoff policy chooses the delay. When no attempts remain the
-    occurrence is dead-lettered as for any failure.
+    ``delay`` is a :class:`timedelta` (or ``delay_ms``, whole milliseconds); ``at`` is an aware
+    :class:`datetime` (or ``at_ms``, epoch milliseconds). With none of them, the job kind's
+    backoff policy chooses the delay. When no attempts remain the occurrence is dead-lettered as
+    for any failure.
     """
 
     retryable = True
@@ -68,19 +69,43 @@ class Retry(Exception):
         self,
         message: str = "Retry requested",
         *,
-        delay: int | timedelta | None = None,
-        at: int | datetime | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
         code: str = "retry_requested",
         details: Any = None,
     ) -> None:
-        if delay is not None and at is not None:
-            raise InvalidArgument("Retry takes delay or at, not both")
+        given = [
+            name
+            for name, value in (
+                ("delay", delay),
+                ("delay_ms", delay_ms),
+                ("at", at),
+                ("at_ms", at_ms),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise InvalidArgument(
+                f"Retry takes one of delay, delay_ms, at, at_ms (got {', '.join(given)})"
+            )
+        if at is not None and not isinstance(at, datetime):
+            raise InvalidArgument(
+                "at must be an aware datetime; pass at_ms=<epoch ms> for a number"
+            )
         super().__init__(message)
         self.message = message
         self.code = code
         self.details = details
-        self.delay_ms: int | None = None if delay is None else duration_ms(delay, "delay")
-        self.retry_at: int | None = None if at is None else epoch_ms_from(at, "at")
+        self.delay_ms: int | None = choose_ms(delay, delay_ms, "delay")
+        self.retry_at: int | None = (
+            epoch_ms_from(at, "at")
+            if at is not None
+            else None
+            if at_ms is None
+            else normalize_epoch_ms(at_ms, "at_ms")
+        )
 
 
 class Fail(Exception):

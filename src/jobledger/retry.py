@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from .contract import MAX_SAFE_INTEGER, is_safe_int
+from .contract import is_safe_int
+from .durations import choose_ms, ms_from_timedelta
 from .errors import InvalidArgument
 
 __all__ = [
@@ -30,21 +31,7 @@ __all__ = [
     "BackoffPolicy",
     "ExponentialBackoff",
     "FixedBackoff",
-    "duration_ms",
 ]
-
-
-def duration_ms(value: int | timedelta, field: str) -> int:
-    """A non-negative duration given as whole milliseconds or a :class:`timedelta`."""
-    if isinstance(value, timedelta):
-        millis = value // timedelta(milliseconds=1)
-    elif is_safe_int(value):
-        millis = value
-    else:
-        raise InvalidArgument(f"{field} must be a timedelta or a whole number of milliseconds")
-    if not 0 <= millis <= MAX_SAFE_INTEGER:
-        raise InvalidArgument(f"{field} must not be negative")
-    return millis
 
 
 @runtime_checkable
@@ -67,13 +54,13 @@ class ExponentialBackoff:
 
     def __init__(
         self,
-        base: int | timedelta = timedelta(seconds=1),
+        base: timedelta = timedelta(seconds=1),
         factor: float = 2.0,
-        cap: int | timedelta = timedelta(minutes=10),
+        cap: timedelta = timedelta(minutes=10),
         jitter: float = 0.2,
     ) -> None:
-        base_ms = duration_ms(base, "base")
-        cap_ms = duration_ms(cap, "cap")
+        base_ms = ms_from_timedelta(base, "base")
+        cap_ms = ms_from_timedelta(cap, "cap")
         if cap_ms < base_ms:
             raise InvalidArgument("cap must not be shorter than base")
         if type(factor) not in (int, float) or not math.isfinite(factor) or factor < 1:
@@ -109,12 +96,16 @@ class ExponentialBackoff:
 
 @dataclass(frozen=True, slots=True, init=False)
 class FixedBackoff:
-    """The same delay after every attempt (``FixedBackoff(0)`` retries immediately)."""
+    """The same delay after every attempt: ``FixedBackoff(timedelta(seconds=30))``, or
+    ``FixedBackoff(delay_ms=30_000)``; ``FixedBackoff(timedelta(0))`` retries immediately."""
 
-    delay: int
+    delay: int  # milliseconds
 
-    def __init__(self, delay: int | timedelta) -> None:
-        object.__setattr__(self, "delay", duration_ms(delay, "delay"))
+    def __init__(self, delay: timedelta | None = None, *, delay_ms: int | None = None) -> None:
+        millis = choose_ms(delay, delay_ms, "delay")
+        if millis is None:
+            raise InvalidArgument("FixedBackoff needs delay (a timedelta) or delay_ms")
+        object.__setattr__(self, "delay", millis)
 
     def delay_ms(self, attempt: int, rng: random.Random) -> int:
         if not is_safe_int(attempt) or attempt < 1:

@@ -1,10 +1,14 @@
 """The runtime façade: claim occurrences and run each as an :class:`~jobledger.attempt.Attempt`.
 
-:class:`Runtime` holds the configuration (store, handlers, authorizer, lease and heartbeat
-timing, retry policies) and the entry points — :meth:`~Runtime.run_next`,
-:meth:`~Runtime.run_occurrence`, :meth:`~Runtime.run_until_idle` — plus
-:meth:`~Runtime.abandon_all` for a worker's shutdown. What happens to one claimed attempt (the
-reference's checks in order, heartbeats, lost leases, settling) lives in :mod:`jobledger.attempt`.
+:class:`Runtime` holds the configuration (store, handlers with their retry policy and time
+limit per kind, authorizer, lease timing) and the parts every attempt shares: one
+:class:`~jobledger.keeper.LeaseKeeper` (one heartbeat renewing every held lease in one
+transaction), one :class:`~jobledger.watchdog.Watchdog` (time limits) and one event loop for
+``async def`` handlers. Its entry points run one occurrence at a time in the calling thread —
+:meth:`~Runtime.run_next`, :meth:`~Runtime.run_occurrence`, :meth:`~Runtime.run_until_idle`,
+:meth:`~Runtime.run_claimed` — committing each settlement at once; a
+:class:`~jobledger.Worker` drives :meth:`~Runtime.start_attempt` from many slots and
+group-commits the settlements instead.
 """
 
 from __future__ import annotations
@@ -13,22 +17,27 @@ import os
 import random
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
 from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
-from .batching import SettleBatcher
 from .clock import Clock
 from .contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
+from .durations import ms_from_timedelta
 from .errors import InvalidArgument, NotFound, RuntimeRejection
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
+from .keeper import LeaseKeeper
 from .loop import EventLoopThread
-from .models import Occurrence
+from .models import Occurrence, Settlement
+from .observe import NO_OBSERVER, Observer, notify
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .store.base import Store
+from .watchdog import Watchdog
 
 __all__ = ["RunResult", "RunStatus", "Runtime", "RuntimeRunSummary"]
 
@@ -43,18 +52,43 @@ _STORE_METHODS = (
     "get_job",
     "get_occurrence",
     "renew",
+    "renew_batch",
     "settle",
     "settle_batch",
     "release_lease",
 )
 
+# What a slot hands a settlement to: commit it now (a runtime) or with others (a worker's
+# settler); ``done`` is called with the committed occurrence, a LeaseLost, or the error.
+Commit = Callable[[Settlement, Callable[[Occurrence | BaseException], None]], None]
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimeRunSummary:
-    """What :meth:`Runtime.run_until_idle` did: why it stopped and each settled run."""
+    """What a run-until-idle did: why it stopped (``idle``, ``aborted``, ``limit_reached``) and
+    each run's result, in order. It is also a sequence of those results, so
+    ``[result] = run_until_idle(app)`` works."""
 
     status: Literal["idle", "aborted", "limit_reached"]
     results: tuple[RunResult, ...] = field(default=())
+
+    def __iter__(self) -> Iterator[RunResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, index: int) -> RunResult:
+        return self.results[index]
+
+
+@dataclass(frozen=True, slots=True)
+class KindSettings:
+    """What a runtime knows about one job kind."""
+
+    handler: Handler
+    retry: BackoffPolicy | None = None
+    timeout_ms: int | None = None
 
 
 def default_owner_id() -> str:
@@ -72,10 +106,13 @@ class Runtime:
 
     ``authorize`` is required: pass a callable receiving an
     :class:`~jobledger.AuthorizationRequest`, or name :func:`jobledger.allow_all` explicitly.
-    ``clock`` is used for retry instants (default: the store's :meth:`~jobledger.Store.now`,
-    which on PostgreSQL is the database clock); ``heartbeat`` drives lease renewals
-    (:class:`~jobledger.heartbeat.ThreadHeartbeat` by default, ``ManualHeartbeat`` in tests);
-    ``retry_policy`` / ``retry_policies`` (per kind) choose backoff delays; ``rng`` feeds jitter.
+    ``lease_ms`` / ``renew_interval_ms`` time the leases (every held lease is renewed together
+    every ``renew_interval_ms``, default a third of the lease); ``clock`` is used for retry
+    instants (default: the store's :meth:`~jobledger.Store.now`, which on PostgreSQL is the
+    database clock); ``heartbeat`` drives the renewals (a thread by default,
+    ``ManualHeartbeat`` in tests); ``retry_policy`` / ``retry_policies`` (per kind) choose
+    backoff delays; ``rng`` feeds jitter; ``watchdog`` enforces per-kind time limits;
+    ``observer`` hears about claims, attempts and lost leases (metrics).
     """
 
     def __init__(
@@ -93,6 +130,8 @@ class Runtime:
         retry_policies: Mapping[str, BackoffPolicy] | None = None,
         rng: random.Random | None = None,
         loop: EventLoopThread | None = None,
+        watchdog: Watchdog | None = None,
+        observer: Observer | None = None,
     ) -> None:
         missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
         if missing:
@@ -135,14 +174,20 @@ class Runtime:
         self.renew_interval_ms: int = interval
         self.clock: Clock = store.now if clock is None else clock
         self._authorize = authorize
-        self._heartbeat = driver
         self._rng = rng or random.Random()
         self._default_policy = self._check_policy(retry_policy, "retry_policy")
+        self._kinds: dict[str, KindSettings] = {}
         self._policies: dict[str, BackoffPolicy] = {}
-        self._handlers: dict[str, Handler] = {}
         self._loop = loop or EventLoopThread()
         self._owns_loop = loop is None
-        self._settles = SettleBatcher(store)
+        self._watchdog = watchdog
+        self._owns_watchdog = watchdog is None
+        if observer is not None and not isinstance(observer, Observer):
+            raise InvalidArgument("observer must be a jobledger.observe.Observer")
+        self.observer: Observer = observer or NO_OBSERVER
+        self.keeper = LeaseKeeper(
+            store, owner_id=self.owner_id, lease_ms=lease_ms, interval_ms=interval, driver=driver
+        )
         self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
         items = handlers.items() if isinstance(handlers, Mapping) else (handlers or ())
@@ -193,14 +238,29 @@ class Runtime:
             )
         return key
 
+    @staticmethod
+    def check_timeout(timeout: object) -> int | None:
+        """A kind's time limit as ms (``None``: no limit); at least 1 ms."""
+        if timeout is None:
+            return None
+        return ms_from_timedelta(timeout, "timeout", minimum_ms=1)
+
     def register_handler(
-        self, kind: str, handler: Handler, *, retry: BackoffPolicy | None = None
+        self,
+        kind: str,
+        handler: Handler,
+        *,
+        retry: BackoffPolicy | None = None,
+        timeout: timedelta | None = None,
     ) -> Runtime:
-        """Handle job ``kind`` with ``handler`` (optionally with its own backoff); chainable."""
-        key = self.check_handler(kind, handler, self._handlers)
-        self._handlers[key] = handler
+        """Handle job ``kind`` with ``handler``; optionally its own backoff and a time limit per
+        attempt (past it the attempt fails as a retryable ``SCHEDULER_RUNTIME_TIMEOUT``).
+        Chainable."""
+        key = self.check_handler(kind, handler, self._kinds)
+        timeout_ms = self.check_timeout(timeout)
         if retry is not None:
             self.set_retry_policy(key, retry)
+        self._kinds[key] = KindSettings(handler, retry, timeout_ms)
         return self
 
     def set_retry_policy(self, kind: str, policy: BackoffPolicy) -> None:
@@ -210,32 +270,59 @@ class Runtime:
     def retry_policy_for(self, kind: str) -> BackoffPolicy:
         return self._policies.get(kind, self._default_policy)
 
+    def handler_for(self, kind: str) -> Handler | None:
+        settings = self._kinds.get(kind)
+        return None if settings is None else settings.handler
+
+    def timeout_for(self, kind: str) -> int | None:
+        settings = self._kinds.get(kind)
+        return None if settings is None else settings.timeout_ms
+
     @property
     def kinds(self) -> frozenset[str]:
         """The job kinds this runtime has handlers for."""
-        return frozenset(self._handlers)
+        return frozenset(self._kinds)
 
-    # -- running ----------------------------------------------------------------------------
+    def _claim_kinds(
+        self, job_kind: str | None, kinds: Collection[str] | None
+    ) -> Collection[str] | None:
+        # Only what this runtime can run, unless the caller names kinds itself: an occurrence
+        # of an unknown kind stays queued for a runtime that knows it (a rolling deploy).
+        if job_kind is not None or kinds is not None:
+            return kinds
+        return self.kinds or None
+
+    # -- running one at a time --------------------------------------------------------------
 
     def run_next(
         self,
         *,
         job_kind: str | None = None,
+        kinds: Collection[str] | None = None,
         workspace_id: str | None = None,
         cancel_event: threading.Event | None = None,
     ) -> RunResult:
-        """Claim the most overdue occurrence (optionally of one kind / workspace) and run it."""
+        """Claim the most overdue occurrence this runtime can run and run it.
+
+        Without ``job_kind``/``kinds`` it claims only kinds it has handlers for (``idle`` if it
+        has none registered and nothing else is asked).
+        """
         if cancel_event is not None and cancel_event.is_set():
             return RunResult("aborted")
+        wanted = self._claim_kinds(job_kind, kinds)
+        if wanted is None and job_kind is None and not self._kinds:
+            return RunResult("idle")
         claimed = self.store.claim_next(
             owner_id=self.owner_id,
             lease_ms=self.lease_ms,
             job_kind=job_kind,
+            kinds=wanted if job_kind is None else None,
             workspace_id=workspace_id,
         )
         if claimed is None:
             return RunResult("idle")
-        return self._execute(claimed, cancel_event)
+        notify(self.observer, "claimed", [claimed])
+        return self._run_now(claimed, cancel_event)
 
     def run_claimed(
         self, claimed: Occurrence, *, cancel_event: threading.Event | None = None
@@ -243,19 +330,30 @@ class Runtime:
         """Run an occurrence this runtime already claimed (e.g. from :meth:`claim_batch`)."""
         if claimed.status != "running" or claimed.lease_owner != self.owner_id:
             raise InvalidArgument("run_claimed needs an occurrence claimed by this runtime")
-        return self._execute(claimed, cancel_event)
+        return self._run_now(claimed, cancel_event)
 
     def claim_batch(
-        self, limit: int, *, job_kind: str | None = None, workspace_id: str | None = None
+        self,
+        limit: int,
+        *,
+        job_kind: str | None = None,
+        kinds: Collection[str] | None = None,
+        workspace_id: str | None = None,
     ) -> list[Occurrence]:
-        """Claim up to ``limit`` occurrences for this runtime in one transaction."""
-        return self.store.claim_batch(
+        """Claim up to ``limit`` occurrences for this runtime in one transaction (by default only
+        kinds it has handlers for)."""
+        wanted = self._claim_kinds(job_kind, kinds)
+        claimed = self.store.claim_batch(
             owner_id=self.owner_id,
             lease_ms=self.lease_ms,
             limit=limit,
             job_kind=job_kind,
+            kinds=wanted if job_kind is None else None,
             workspace_id=workspace_id,
         )
+        if claimed:
+            notify(self.observer, "claimed", claimed)
+        return claimed
 
     def run_occurrence(
         self, occurrence_id: str, *, cancel_event: threading.Event | None = None
@@ -280,13 +378,15 @@ class Runtime:
         )
         if claimed is None:
             return RunResult("busy", self.store.get_occurrence(key) or current)
-        return self._execute(claimed, cancel_event)
+        notify(self.observer, "claimed", [claimed])
+        return self._run_now(claimed, cancel_event)
 
     def run_until_idle(
         self,
         *,
         limit: int = DEFAULT_RUN_LIMIT,
         job_kind: str | None = None,
+        kinds: Collection[str] | None = None,
         workspace_id: str | None = None,
         cancel_event: threading.Event | None = None,
     ) -> RuntimeRunSummary:
@@ -299,12 +399,92 @@ class Runtime:
         results: list[RunResult] = []
         for _ in range(limit):
             outcome = self.run_next(
-                job_kind=job_kind, workspace_id=workspace_id, cancel_event=cancel_event
+                job_kind=job_kind,
+                kinds=kinds,
+                workspace_id=workspace_id,
+                cancel_event=cancel_event,
             )
             if outcome.status in ("idle", "aborted") and outcome.occurrence is None:
                 return RuntimeRunSummary(outcome.status, tuple(results))
             results.append(outcome)
         return RuntimeRunSummary("limit_reached", tuple(results))
+
+    def _run_now(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:
+        """One attempt in this thread, its settlement committed before returning."""
+        done: list[RunResult] = []
+
+        def commit(
+            settlement: Settlement, finish: Callable[[Occurrence | BaseException], None]
+        ) -> None:
+            try:
+                [outcome] = self.store.settle_batch([settlement])
+            except BaseException as exc:
+                finish(exc)
+                raise
+            finish(outcome)
+
+        running = self.start_attempt(claimed, cancel_event, commit=commit, report=done.append)
+        self.execute(running)
+        # A time limit settles from the watchdog's thread; wait for that commit to finish.
+        running.reported.wait()
+        return done[0]
+
+    # -- attempts (also driven by a worker's slots) -----------------------------------------
+
+    def _settings(self) -> AttemptSettings:
+        return AttemptSettings(
+            store=self.store,
+            owner_id=self.owner_id,
+            lease_ms=self.lease_ms,
+            renew_interval_ms=self.renew_interval_ms,
+            clock=self.clock,
+            authorize=self._authorize,
+            loop=self._loop,
+            rng=self._rng,
+            handler_for=self.handler_for,
+            retry_policy_for=self.retry_policy_for,
+            observer=self.observer,
+        )
+
+    def start_attempt(
+        self,
+        claimed: Occurrence,
+        cancel_event: threading.Event | None,
+        *,
+        commit: Commit,
+        report: Callable[[RunResult], None],
+        claimed_at: float | None = None,
+    ) -> RunningAttempt:
+        """Register a claimed occurrence as an attempt of this runtime (lease kept, time limit
+        armed); :meth:`execute` then runs it. ``commit`` writes its settlement and ``report``
+        receives its :class:`RunResult` once the outcome is known."""
+        attempt = Attempt(self._settings(), claimed, cancel_event, claimed_at=claimed_at)
+        running = RunningAttempt(self, attempt, commit, report)
+        with self._active_lock:
+            self._active[id(attempt)] = attempt
+        self.keeper.track(attempt)
+        limit = self.timeout_for(claimed.kind)
+        if limit is not None:
+            if self._watchdog is None:
+                self._watchdog = Watchdog()
+            running.alarm = self._watchdog.watch(limit / 1000, lambda: running.time_out(limit))
+        return running
+
+    def execute(self, running: RunningAttempt) -> None:
+        """Run a registered attempt in this thread (see :meth:`start_attempt`)."""
+        running.run()
+
+    def _forget(self, attempt: Attempt) -> None:
+        self.keeper.untrack(attempt)
+        with self._active_lock:
+            self._active.pop(id(attempt), None)
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """The watchdog enforcing time limits (made on first use)."""
+        if self._watchdog is None:
+            self._watchdog = Watchdog()
+        return self._watchdog
 
     def in_flight(self) -> list[Occurrence]:
         """The claims currently being executed by this runtime."""
@@ -324,11 +504,15 @@ class Runtime:
         for attempt in attempts:
             occurrence = attempt.release(reason)
             if occurrence is not None:
+                self.keeper.untrack(attempt)
                 released.append(occurrence)
         return released
 
     def close(self) -> None:
-        """Stop the runtime's private event loop (if it made one). The store stays open."""
+        """Stop the runtime's heartbeat, watchdog and private event loop. The store stays open."""
+        self.keeper.close()
+        if self._watchdog is not None and self._owns_watchdog:
+            self._watchdog.close()
         if self._owns_loop:
             self._loop.close()
 
@@ -338,30 +522,80 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- one attempt ------------------------------------------------------------------------
 
-    def _settings(self) -> AttemptSettings:
-        return AttemptSettings(
-            store=self.store,
-            owner_id=self.owner_id,
-            lease_ms=self.lease_ms,
-            renew_interval_ms=self.renew_interval_ms,
-            clock=self.clock,
-            authorize=self._authorize,
-            heartbeat=self._heartbeat,
-            loop=self._loop,
-            rng=self._rng,
-            handler_for=self._handlers.get,
-            retry_policy_for=self.retry_policy_for,
-            settle=self._settles.settle,
-        )
+class RunningAttempt:
+    """An attempt registered with its runtime: runs it, commits its settlement, reports it."""
 
-    def _execute(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:
-        attempt = Attempt(self._settings(), claimed, cancel_event)
-        with self._active_lock:
-            self._active[id(attempt)] = attempt
+    def __init__(
+        self,
+        runtime: Runtime,
+        attempt: Attempt,
+        commit: Commit,
+        report: Callable[[RunResult], None],
+    ) -> None:
+        self.runtime = runtime
+        self.attempt = attempt
+        self._commit = commit
+        self._report_to = report
+        self.alarm: int | None = None
+        self.reported = threading.Event()
+        self._started = 0.0
+        self._duration = 0.0
+
+    def _report(self, result: RunResult) -> None:
         try:
-            return attempt.run()
+            notify(
+                self.runtime.observer,
+                "finished",
+                self.attempt.claimed,
+                result,
+                self._duration,
+            )
+            self._report_to(result)
         finally:
-            with self._active_lock:
-                self._active.pop(id(attempt), None)
+            self.reported.set()
+
+    def run(self) -> None:
+        notify(self.runtime.observer, "started", self.attempt.claimed)
+        self._started = time.monotonic()
+        try:
+            settlement = self.attempt.run()
+        except BaseException:
+            self._end()
+            raise
+        finally:
+            self._duration = time.monotonic() - self._started
+        self._disarm()
+        if settlement is not None:
+            self._commit(settlement, self._finish)
+            return
+        if self.attempt.timed_out:
+            return  # the time limit's settlement reports this attempt
+        self._end()
+        self._report(self.attempt.gone())
+
+    def time_out(self, limit_ms: int) -> None:
+        settlement = self.attempt.time_out(limit_ms)
+        if settlement is not None:
+            self._duration = time.monotonic() - self._started
+            self._commit(settlement, self._finish)
+
+    def _finish(self, outcome: Occurrence | BaseException) -> None:
+        self._end()
+        try:
+            result = self.attempt.result_of(outcome)
+        except BaseException:
+            # A storage failure of the settle itself: the lease runs out and the occurrence is
+            # retried; the caller that committed sees the error.
+            self.reported.set()
+            return
+        self._report(result)
+
+    def _disarm(self) -> None:
+        if self.alarm is not None:
+            self.runtime.watchdog.cancel(self.alarm)
+            self.alarm = None
+
+    def _end(self) -> None:
+        self._disarm()
+        self.runtime._forget(self.attempt)

@@ -38,7 +38,7 @@ from .store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from .app import App
-    from .runtime import RunResult, Runtime
+    from .runtime import Runtime, RuntimeRunSummary
     from .worker import Worker
 
 __all__ = ["DEFAULT_START_MS", "FakeClock", "ManualHeartbeat", "run_until_idle", "temp_store"]
@@ -110,14 +110,15 @@ def temp_store(clock: FakeClock | None = None, **options: object) -> Iterator[SQ
 
 def run_until_idle(
     target: App | Worker | Runtime, *, limit: int = 100, job_kind: str | None = None
-) -> list[RunResult]:
+) -> RuntimeRunSummary:
     """Run claimable occurrences one at a time, in this thread, until none is left.
 
     ``target`` is an :class:`~jobledger.App` (a runtime with a :class:`ManualHeartbeat` is made
     for the call, so nothing renews in the background), a :class:`~jobledger.Worker` (its
-    :meth:`~jobledger.Worker.run_once`) or a :class:`~jobledger.Runtime`. Only what is due by
-    the store's clock runs: advance a :class:`FakeClock` to reach retries and delayed work.
-    Returns the results in order (``idle`` is not included). Stops after ``limit`` runs.
+    kinds) or a :class:`~jobledger.Runtime`. Only what is due by the store's clock runs: advance
+    a :class:`FakeClock` to reach retries and delayed work. Returns the same
+    :class:`~jobledger.RuntimeRunSummary` as :meth:`Runtime.run_until_idle` (iterable over the
+    results, ``idle`` not included). Stops after ``limit`` runs.
     """
     from .app import App
     from .runtime import Runtime
@@ -126,17 +127,16 @@ def run_until_idle(
     if isinstance(target, App):
         runtime = target.runtime(heartbeat=ManualHeartbeat())
         try:
-            return run_until_idle(runtime, limit=limit, job_kind=job_kind)
+            return runtime.run_until_idle(limit=limit, job_kind=job_kind)
         finally:
             target._discard_runtime(runtime)
     if isinstance(target, Worker):
-        return target.run_once(limit)
+        return target.runtime.run_until_idle(
+            limit=limit,
+            job_kind=job_kind,
+            kinds=None if job_kind is not None else target.kinds,
+            workspace_id=target.options.workspace_id,
+        )
     if isinstance(target, Runtime):
-        results: list[RunResult] = []
-        for _ in range(limit):
-            result = target.run_next(job_kind=job_kind)
-            if result.status == "idle":
-                break
-            results.append(result)
-        return results
+        return target.run_until_idle(limit=limit, job_kind=job_kind)
     raise InvalidArgument("run_until_idle needs an App, a Worker or a Runtime")

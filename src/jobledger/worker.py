@@ -1,19 +1,28 @@
-"""The worker: N concurrent executions of a :class:`~jobledger.Runtime`, polling and shutting
-down gracefully.
+"""The worker: slots running a :class:`~jobledger.Runtime`'s attempts, fed by batched claims,
+settling by group commit, planning schedules, shutting down gracefully.
 
-* **Concurrency** — ``concurrency`` slot threads each run one occurrence at a time. Slots
-  looking for work at the same moment share one ``claim_batch`` transaction, and settles that
-  coincide share one ``settle_batch`` transaction (:mod:`jobledger.batching`).
-  Sync handlers run on their slot's thread; ``async def`` handlers run on the runtime's one
-  event-loop thread while their slot waits, so they interleave with each other on that loop.
-* **Polling** — an idle slot waits ``poll_interval`` (± ``poll_jitter``, so many workers do not
-  poll in lockstep) on the store's :class:`~jobledger.store.tx.WorkSignal`; an enqueue in
-  the same process (or a PostgreSQL ``NOTIFY``) wakes it at once.
+* **Slots** — ``concurrency`` threads each run one attempt at a time. Sync handlers run on their
+  slot's thread; ``async def`` handlers run on the runtime's event loop while the slot waits.
+* **Claims** — a feeder keeps ``concurrency + prefetch`` occurrences claimed, refilling in one
+  ``claim_batch`` transaction whatever the slots consumed (:class:`~jobledger.batching.ClaimAhead`).
+  It claims only the kinds this worker has handlers for (or ``kinds``), so during a rolling deploy
+  an occurrence of a new kind waits for a worker that knows it.
+* **Settles** — a slot hands its settlement to the settler and takes the next occurrence at once;
+  the settler commits everything handed over since its last commit in one transaction
+  (:class:`~jobledger.batching.Settler`). Every held lease — running, buffered or settling — is
+  renewed together on one heartbeat (:class:`~jobledger.keeper.LeaseKeeper`).
+* **Schedules** — with ``planner=True`` (the default) a planner thread runs
+  :meth:`jobledger.Planner.tick` whenever a slot falls due (and at least every
+  ``plan_interval``), so one command runs schedules and handlers; any number of workers may plan
+  at once (slot identity makes them converge on one occurrence per slot).
+* **Polling** — when the queue is drained the feeder waits ``poll_interval`` (± ``poll_jitter``)
+  on the store's :class:`~jobledger.store.tx.WorkSignal`; an enqueue in the same process (or a
+  PostgreSQL ``NOTIFY``) wakes it at once.
 * **Shutdown** — :meth:`Worker.stop` (or SIGTERM/SIGINT while :meth:`Worker.run` runs in the
-  main thread) stops claiming; in-flight work gets ``grace_period`` to finish and settle; then
-  the rest is abandoned: handlers are cancelled and their leases released
-  (``reason="worker_shutdown"``), so another worker can claim them at once with the attempt
-  handed back. A second signal skips the rest of the grace period.
+  main thread) stops claiming and gives back the buffered claims; running handlers get
+  ``grace_period`` to finish and settle; then the rest are abandoned: handlers are cancelled and
+  their leases released (``reason="worker_shutdown"``), so another worker can claim them at once
+  with the attempt handed back. A second signal skips the rest of the grace period.
 * **Tests** — :meth:`Worker.run_once` claims and runs up to ``limit`` occurrences in the calling
   thread; no threads, no sleeping.
 """
@@ -21,24 +30,28 @@ down gracefully.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import signal
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from types import FrameType
 from typing import Any
 
 from .attempt import SHUTDOWN_REASON
-from .batching import ClaimFeed
+from .batching import ClaimAhead, Settler
 from .contract import is_safe_int
+from .durations import ms_from_timedelta
 from .errors import InvalidArgument, SchedulerError
-from .models import Occurrence
-from .retry import duration_ms
+from .models import Occurrence, Settlement
+from .observe import notify
+from .options import WorkerOptions
 from .runtime import RunResult, Runtime
+from .store.base import OwnerLockHandle
 
 __all__ = ["Worker", "WorkerSummary"]
 
@@ -46,58 +59,100 @@ logger = logging.getLogger("jobledger.worker")
 
 _SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
-DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
-DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
 # How long to wait for abandoned handlers to notice cancellation before returning anyway; their
 # leases are already released, so a handler that ignores cancellation can no longer settle.
 ABANDON_WAIT_S = 2.0
+# How long the settler may take to commit what slots handed over, after the slots stopped.
+FLUSH_WAIT_S = 10.0
 
 
 @dataclass(slots=True)
 class WorkerSummary:
-    """What :meth:`Worker.run` did: settled statuses counted, and the leases it gave back."""
+    """What :meth:`Worker.run` did: settled statuses counted, the leases it gave back, and how
+    many claim and settle transactions carried them."""
 
     statuses: Counter[str] = field(default_factory=Counter)
     released: list[Occurrence] = field(default_factory=list)
     forced: bool = False
+    claim_transactions: int = 0
+    settle_transactions: int = 0
+    plans: int = 0
+    reaped: int = 0
 
 
 class Worker:
-    """Runs occurrences with ``runtime`` on ``concurrency`` threads until stopped."""
+    """Runs occurrences with ``runtime`` until stopped (see the module docstring).
+
+    Settings come from ``options`` (a :class:`~jobledger.WorkerOptions`), or as keyword
+    arguments with the same names (``Worker(runtime, concurrency=4)``). The lease settings
+    (``lease``, ``renew_interval``, ``owner_id``) belong to the runtime: leave them unset or
+    equal to the runtime's.
+    """
 
     def __init__(
         self,
         runtime: Runtime,
+        options: WorkerOptions | None = None,
         *,
-        concurrency: int = 1,
-        poll_interval: int | timedelta = DEFAULT_POLL_INTERVAL,
-        poll_jitter: float = 0.1,
-        grace_period: int | timedelta = DEFAULT_GRACE_PERIOD,
-        job_kind: str | None = None,
-        workspace_id: str | None = None,
         rng: random.Random | None = None,
+        **settings: Any,
     ) -> None:
         if not isinstance(runtime, Runtime):
             raise InvalidArgument("runtime must be a jobledger.Runtime")
-        if not is_safe_int(concurrency) or not 1 <= concurrency <= 1024:
-            raise InvalidArgument("concurrency must be an integer between 1 and 1024")
-        if type(poll_jitter) not in (int, float) or not 0 <= poll_jitter < 1:
-            raise InvalidArgument("poll_jitter must be a number in [0, 1)")
+        if options is not None and not isinstance(options, WorkerOptions):
+            raise InvalidArgument("options must be a jobledger.WorkerOptions")
+        options = (
+            (options or WorkerOptions()).with_changes(**settings)
+            if settings
+            else (options or WorkerOptions())
+        )
+        for name, theirs, ours in (
+            ("lease", options.lease, runtime.lease_ms),
+            ("renew_interval", options.renew_interval, runtime.renew_interval_ms),
+        ):
+            if theirs is not None and ms_from_timedelta(theirs, name) != ours:
+                raise InvalidArgument(
+                    f"{name} is the runtime's setting ({ours} ms here); build the runtime with "
+                    "it, or use App.worker(), which does",
+                    details={"field": name},
+                )
+        if options.owner_id is not None and options.owner_id != runtime.owner_id:
+            raise InvalidArgument(
+                "owner_id is the runtime's setting", details={"field": "owner_id"}
+            )
+        kinds = options.kinds if options.kinds is not None else runtime.kinds
+        if not kinds:
+            raise InvalidArgument(
+                "the runtime has no handlers: register one (app.handler) or name kinds",
+                details={"field": "kinds"},
+            )
         self.runtime = runtime
-        self.concurrency = concurrency
-        self.poll_interval_ms = duration_ms(poll_interval, "poll_interval")
-        if self.poll_interval_ms < 1:
-            raise InvalidArgument("poll_interval must be at least 1 ms")
-        self.poll_jitter = float(poll_jitter)
-        self.grace_period_ms = duration_ms(grace_period, "grace_period")
-        self.job_kind = job_kind
-        self.workspace_id = workspace_id
+        self.options = options
+        self.kinds = frozenset(kinds)
         self._rng = rng or random.Random()
         self._stop = threading.Event()
         self._force = threading.Event()
         self._running = threading.Event()
         self._lock = threading.Lock()
         self._summary = WorkerSummary()
+        self._owner_lock: OwnerLockHandle | None = None
+
+    # Convenience views of the options (the figures a supervisor usually wants).
+    @property
+    def concurrency(self) -> int:
+        return self.options.concurrency
+
+    @property
+    def prefetch(self) -> int:
+        return self.options.effective_prefetch
+
+    @property
+    def poll_interval_ms(self) -> int:
+        return ms_from_timedelta(self.options.poll_interval, "poll_interval")
+
+    @property
+    def grace_period_ms(self) -> int:
+        return ms_from_timedelta(self.options.grace_period, "grace_period")
 
     # -- single steps (tests) ----------------------------------------------------------------
 
@@ -110,7 +165,7 @@ class Worker:
             raise InvalidArgument("limit must be a positive integer")
         results: list[RunResult] = []
         for _ in range(limit):
-            result = self.runtime.run_next(job_kind=self.job_kind, workspace_id=self.workspace_id)
+            result = self.runtime.run_next(kinds=self.kinds, workspace_id=self.options.workspace_id)
             if result.status == "idle":
                 break
             self._record(result)
@@ -144,30 +199,45 @@ class Worker:
         """Run until :meth:`stop` (or SIGTERM/SIGINT) and a graceful shutdown; blocking.
 
         Signal handlers are installed only when called from the main thread, and the previous
-        handlers are restored on return. If this thread is interrupted (``KeyboardInterrupt``
-        without our handlers, say), in-flight attempts are given back at once and the exception
-        propagates.
+        handlers are restored on return.
         """
-        # This run's events: its slots keep watching them even if they outlive run(), so a slot
-        # whose handler ignored cancellation exits instead of claiming again after we return.
         stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
-        feed = ClaimFeed(
-            lambda limit: self.runtime.claim_batch(
-                limit, job_kind=self.job_kind, workspace_id=self.workspace_id
+        runtime, options = self.runtime, self.options
+        store = runtime.store
+        settler = Settler(store)
+        feed = ClaimAhead(
+            lambda limit: runtime.claim_batch(
+                limit, kinds=self.kinds, workspace_id=options.workspace_id
             ),
-            max_batch=self.concurrency,
+            capacity=options.concurrency + options.effective_prefetch,
+            track=runtime.keeper.track,
+            untrack=runtime.keeper.untrack,
+            wait_for_work=self._wait_for_work,
+            generation=lambda: store.work_signal.generation,
+            on_error=lambda exc: logger.error("claiming failed: %s", exc, exc_info=exc),
         )
         slots = [
             threading.Thread(
-                target=self._slot, args=(stop, feed), name=f"jobledger-worker-{n}", daemon=True
+                target=self._slot,
+                args=(stop, feed, settler),
+                name=f"jobledger-worker-{n}",
+                daemon=True,
             )
-            for n in range(self.concurrency)
+            for n in range(options.concurrency)
         ]
+        helpers: list[threading.Thread] = []
+        runtime.keeper.hold_open()
         try:
+            self._announce()
+            settler.start()
+            feed.start()
             for slot in slots:
                 slot.start()
+            helpers.append(self._start(self._housekeeping, stop, "jobledger-housekeeping"))
+            if options.planner:
+                helpers.append(self._start(self._plan_loop, stop, "jobledger-planner"))
             self._running.set()
             while not stop.wait(0.5):
                 if not any(slot.is_alive() for slot in slots):
@@ -178,14 +248,31 @@ class Worker:
         finally:
             stop.set()
             try:
+                self._release(feed.stop())
+                store.work_signal.notify()
                 self._shutdown([slot for slot in slots if slot.ident is not None], force)
-                self._release_unstarted(feed)
+                if not settler.close(FLUSH_WAIT_S):
+                    logger.warning("some results were not committed; they will run again")
+                for helper in helpers:
+                    helper.join(timeout=5)
+                self._summary.claim_transactions = feed.claims
+                self._summary.settle_transactions = settler.batches
+                self._farewell()
             finally:
+                runtime.keeper.release_hold()
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
                 for signum, handler in previous.items():
                     signal.signal(signum, handler)
         return self._summary
+
+    @staticmethod
+    def _start(
+        target: Callable[[threading.Event], None], stop: threading.Event, name: str
+    ) -> threading.Thread:
+        thread = threading.Thread(target=target, args=(stop,), name=name, daemon=True)
+        thread.start()
+        return thread
 
     def _install_signals(self) -> dict[int, _SignalHandler]:
         if threading.current_thread() is not threading.main_thread():
@@ -201,37 +288,49 @@ class Worker:
             signal.signal(signum, on_signal)
         return previous
 
-    def _shutdown(self, slots: list[threading.Thread], force: threading.Event) -> None:
-        # Wake idle slots blocked on the work signal so they see the stop request now.
-        self.runtime.store.work_signal.notify()
-        deadline = time.monotonic() + self.grace_period_ms / 1000
-        while not force.is_set():
-            alive = [slot for slot in slots if slot.is_alive()]
-            remaining = deadline - time.monotonic()
-            if not alive or remaining <= 0:
-                break
-            alive[0].join(timeout=min(remaining, 0.1))
-        if not any(slot.is_alive() for slot in slots):
-            return
-        self._summary.forced = True
-        # Repeat until the slots exit: a slot may have claimed just before the stop and only
-        # register its attempt after the first call, and that lease must be given back too.
-        abandon_deadline = time.monotonic() + ABANDON_WAIT_S
-        while True:
-            released = self.runtime.abandon_all(SHUTDOWN_REASON)
-            if released:
-                logger.info("gave back %d unfinished lease(s)", len(released))
-            with self._lock:
-                self._summary.released.extend(released)
-            alive = [slot for slot in slots if slot.is_alive()]
-            remaining = abandon_deadline - time.monotonic()
-            if not alive or remaining <= 0:
-                break
-            alive[0].join(timeout=min(remaining, 0.05))
+    def _slot(self, stop: threading.Event, feed: ClaimAhead, settler: Settler) -> None:
+        runtime = self.runtime
 
-    def _release_unstarted(self, feed: ClaimFeed) -> None:
-        """Give back claims made for slots that stopped before taking them (a safety net)."""
-        for occurrence in feed.drain():
+        def commit(
+            settlement: Settlement, finish: Callable[[Occurrence | BaseException], None]
+        ) -> None:
+            settler.submit(settlement, finish)
+
+        try:
+            while True:
+                claimed = feed.take(stop)
+                if claimed is None:
+                    return
+                try:
+                    running = runtime.start_attempt(
+                        claimed.occurrence,
+                        None,
+                        commit=commit,
+                        report=self._record,
+                        claimed_at=claimed.claimed_at,
+                    )
+                    runtime.execute(running)
+                except Exception:
+                    logger.exception("running occurrence %s failed", claimed.occurrence.id)
+                finally:
+                    feed.done()
+        except BaseException:
+            # SystemExit from a handler ends a thread silently; say why this slot is gone.
+            logger.exception("a worker slot stopped unexpectedly")
+            raise
+
+    def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
+        if not stop.is_set():
+            self.runtime.store.work_signal.wait(seen, self._poll_timeout())
+
+    def _poll_timeout(self) -> float:
+        jitter = self.options.poll_jitter
+        spread = self._rng.uniform(1 - jitter, 1 + jitter)
+        return self.poll_interval_ms * spread / 1000
+
+    def _release(self, claims: list[Occurrence]) -> None:
+        """Give back claims no slot started (the prefetch buffer at shutdown)."""
+        for occurrence in claims:
             try:
                 released = self.runtime.store.release_lease(
                     occurrence_id=occurrence.id,
@@ -245,33 +344,149 @@ class Worker:
             with self._lock:
                 self._summary.released.append(released)
 
-    def _slot(self, stop: threading.Event, feed: ClaimFeed) -> None:
-        work_signal = self.runtime.store.work_signal
-        try:
-            while True:
-                # Read the generation before checking ``stop``: a shutdown sets ``stop`` and then
-                # notifies, so either we see the stop or the wait below returns at once.
-                seen = work_signal.generation
-                if stop.is_set():
-                    return
-                try:
-                    claimed = feed.take()
-                    if claimed is not None:
-                        self._record(self.runtime.run_claimed(claimed))
-                except Exception:
-                    logger.exception("claiming or running an occurrence failed")
-                    stop.wait(self._poll_timeout())
-                    continue
-                if claimed is None:
-                    work_signal.wait(seen, self._poll_timeout())
-        except BaseException:
-            # SystemExit from a handler ends a thread silently; say why this slot is gone.
-            logger.exception("a worker slot stopped unexpectedly")
-            raise
+    def _shutdown(self, slots: list[threading.Thread], force: threading.Event) -> None:
+        deadline = time.monotonic() + self.grace_period_ms / 1000
+        while not force.is_set():
+            alive = [slot for slot in slots if slot.is_alive()]
+            remaining = deadline - time.monotonic()
+            if not alive or remaining <= 0:
+                break
+            alive[0].join(timeout=min(remaining, 0.1))
+        if not any(slot.is_alive() for slot in slots):
+            return
+        self._summary.forced = True
+        # Repeat until the slots exit: a slot may have started an attempt just before the stop
+        # and only registered it after the first call, and that lease must be given back too.
+        abandon_deadline = time.monotonic() + ABANDON_WAIT_S
+        while True:
+            released = self.runtime.abandon_all(SHUTDOWN_REASON)
+            if released:
+                logger.info("gave back %d unfinished lease(s)", len(released))
+            with self._lock:
+                self._summary.released.extend(released)
+            alive = [slot for slot in slots if slot.is_alive()]
+            remaining = abandon_deadline - time.monotonic()
+            if not alive or remaining <= 0:
+                break
+            alive[0].join(timeout=min(remaining, 0.05))
 
-    def _poll_timeout(self) -> float:
-        spread = self._rng.uniform(1 - self.poll_jitter, 1 + self.poll_jitter)
-        return self.poll_interval_ms * spread / 1000
+    # -- planning and housekeeping ----------------------------------------------------------
+
+    def _plan_loop(self, stop: threading.Event) -> None:
+        from .schedules.planner import Planner
+
+        planner = Planner(self.runtime.store)
+        longest = ms_from_timedelta(self.options.plan_interval, "plan_interval") / 1000
+        while not stop.is_set():
+            wait = longest
+            try:
+                report = planner.tick()
+                with self._lock:
+                    self._summary.plans += 1
+                if report.enqueued:
+                    logger.info("planned %d occurrence(s)", len(report.enqueued))
+                notify(
+                    self.runtime.observer,
+                    "planned",
+                    report.enqueued,
+                    len(report.skipped),
+                    report.now,
+                )
+                if report.next_due_at is not None:
+                    wait = min(wait, max(0.0, (report.next_due_at - report.now) / 1000))
+            except SchedulerError:
+                logger.exception("planning failed; trying again")
+                wait = min(wait, self._poll_timeout())
+            stop.wait(max(wait, 0.001))
+
+    def _housekeeping(self, stop: threading.Event) -> None:
+        """Every ``reap_interval``: end the leases of dead workers. Every
+        ``heartbeat_interval``: record this worker alive (and keep its liveness lock). Every
+        ``prune_interval`` with ``retention``: prune settled history."""
+        options = self.options
+        seconds = {
+            "reap": ms_from_timedelta(options.reap_interval, "reap_interval") / 1000,
+            "beat": ms_from_timedelta(options.heartbeat_interval, "heartbeat_interval") / 1000,
+            "prune": ms_from_timedelta(options.prune_interval, "prune_interval") / 1000,
+        }
+        due = dict.fromkeys(seconds, time.monotonic())
+        if options.retention is None:
+            del due["prune"]
+        while not stop.is_set():
+            now = time.monotonic()
+            for task in [name for name, at in due.items() if at <= now]:
+                due[task] = now + seconds[task]
+                try:
+                    getattr(self, f"_{task}")()
+                except SchedulerError:
+                    logger.exception("worker housekeeping (%s) failed", task)
+            stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+
+    def _reap(self) -> None:
+        store, me = self.runtime.store, self.runtime.owner_id
+        for holder in store.lease_holders():
+            if holder.owner_id != me and store.owner_gone(holder.owner_id):
+                expired = store.expire_leases_of(holder.owner_id, reason="owner_gone")
+                if expired:
+                    logger.warning(
+                        "worker %s is gone: ended its %d lease(s) so others take them over now",
+                        holder.owner_id,
+                        len(expired),
+                    )
+                    with self._lock:
+                        self._summary.reaped += len(expired)
+
+    def _beat(self) -> None:
+        self.runtime.store.touch_worker(self.runtime.owner_id)
+        lock = self._owner_lock
+        if lock is not None:
+            lock.refresh()
+
+    def _prune(self) -> None:
+        retention = self.options.retention
+        assert retention is not None
+        store = self.runtime.store
+        cutoff = store.now() - ms_from_timedelta(retention, "retention")
+        report = store.prune(before=max(0, cutoff), actor=self.runtime.owner_id)
+        if report.occurrences:
+            logger.info("pruned %d settled occurrence(s)", report.occurrences)
+
+    def _announce(self) -> None:
+        options = self.options
+        store = self.runtime.store
+        # The liveness lock first: once registered with it, other workers may reap our leases
+        # the moment it is free.
+        try:
+            self._owner_lock = store.hold_owner_lock(self.runtime.owner_id)
+        except SchedulerError:
+            logger.exception("could not take this worker's liveness lock")
+            self._owner_lock = None
+        info = {
+            "kinds": sorted(self.kinds),
+            "concurrency": options.concurrency,
+            "prefetch": options.effective_prefetch,
+            "planner": options.planner,
+            "liveness": "none" if self._owner_lock is None else self._owner_lock.kind,
+            "version": _version(),
+        }
+        try:
+            self.runtime.store.register_worker(
+                worker_id=self.runtime.owner_id,
+                hostname=socket.gethostname() or "localhost",
+                pid=os.getpid(),
+                info=info,
+            )
+        except SchedulerError:
+            logger.exception("could not record this worker in the store")
+
+    def _farewell(self) -> None:
+        try:
+            self.runtime.store.stop_worker(self.runtime.owner_id)
+        except SchedulerError:
+            logger.exception("could not record this worker's stop")
+        lock, self._owner_lock = self._owner_lock, None
+        if lock is not None:
+            lock.close()
 
     def _record(self, result: RunResult) -> None:
         with self._lock:
@@ -281,3 +496,12 @@ class Worker:
     def summary(self) -> WorkerSummary:
         """Counts so far (the same object :meth:`run` returns)."""
         return self._summary
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobledger")
+    except PackageNotFoundError:
+        return "unknown"

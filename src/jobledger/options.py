@@ -1,0 +1,201 @@
+"""Every worker setting, defined once.
+
+:class:`WorkerOptions` is the one place a worker's settings are declared, validated and
+defaulted. :class:`~jobledger.Worker`, :meth:`App.worker <jobledger.App.worker>`,
+:meth:`App.run_worker <jobledger.App.run_worker>` and ``jobledger worker`` all take exactly
+these fields (the CLI has one flag per field), so no layer can offer a different subset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+from typing import Any
+
+from .contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
+from .durations import ms_from_timedelta
+from .errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_LEASE",
+    "DEFAULT_POLL_INTERVAL",
+    "MAX_CONCURRENCY",
+    "WorkerOptions",
+]
+
+DEFAULT_LEASE = timedelta(seconds=60)
+DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
+DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
+DEFAULT_PLAN_INTERVAL = timedelta(seconds=60)
+DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
+MIN_LEASE = timedelta(seconds=1)
+# Every slot is a thread, and the claims a worker holds (slots + prefetch) are claimed at most
+# MAX_BATCH_SIZE per transaction: beyond this a worker should be several processes.
+MAX_CONCURRENCY = MAX_BATCH_SIZE
+MAX_PREFETCH = 10 * MAX_BATCH_SIZE
+
+
+def default_prefetch(concurrency: int) -> int:
+    """Four claims ahead per slot, at least 16 (Celery's default is four per slot)."""
+    return max(16, 4 * concurrency)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How a worker runs. Every duration is a :class:`~datetime.timedelta`.
+
+    * ``concurrency`` — slots: occurrences run at the same time (1–1,000). Sync handlers run on
+      their slot's thread; ``async def`` handlers on the runtime's event loop.
+    * ``prefetch`` — occurrences claimed ahead of free slots, so claims are batched even at
+      concurrency 1 (default: ``max(16, 4 × concurrency)``; 0 claims only for idle slots).
+      Claimed-ahead occurrences are leased to this worker and their leases are renewed while
+      they wait. If the worker dies they wait for their lease to expire — unless its death is
+      detected first (``docs/reliability.md``) — so ``prefetch`` bounds what a crash delays.
+    * ``kinds`` — the job kinds to claim (default: every kind the app has a handler for). An
+      occurrence of another kind stays queued for a worker that knows it.
+    * ``workspace_id`` — only claim jobs whose authority names this workspace.
+    * ``lease`` — how long a claim is leased (1 s – 24 h, default 60 s); ``renew_interval`` — how
+      often every held lease is renewed, in one transaction (default: a third of the lease).
+      With :class:`~jobledger.Worker` (given a runtime) these and ``owner_id`` belong to the
+      runtime: leave them unset, or set them to the runtime's values.
+    * ``poll_interval`` (± ``poll_jitter``, a fraction) — how long an idle worker waits before
+      looking again; an enqueue in the same process, or a PostgreSQL NOTIFY, wakes it at once.
+    * ``grace_period`` — at shutdown, how long running handlers may take to finish before their
+      leases are given back.
+    * ``planner`` — also plan schedules (``jobledger.Planner``); ``plan_interval`` — the
+      longest a worker sleeps between planner ticks (it wakes earlier for the next due slot).
+    * ``retention`` — if set, settled occurrences older than this (and their events) are pruned
+      every ``prune_interval``.
+    * ``heartbeat_interval`` — how often the worker records that it is alive
+      (``jobledger_workers``), for ``jobledger stats`` and the dashboard.
+    * ``reap_interval`` — how often the worker looks for leases held by workers that are
+      certainly dead (their liveness lock is free) and ends those leases, so the work is taken
+      over at once instead of after the lease (``docs/reliability.md``).
+    * ``owner_id`` — the lease owner recorded in the audit log (default:
+      ``jobledger:<host>:<pid>:<random>``).
+    * ``metrics_port`` — serve Prometheus metrics on this port (needs ``jobledger[metrics]``;
+      ``None``: off), bound to ``metrics_host`` (loopback by default).
+    """
+
+    concurrency: int = 1
+    prefetch: int | None = None
+    kinds: frozenset[str] | None = None
+    workspace_id: str | None = None
+    lease: timedelta | None = None
+    renew_interval: timedelta | None = None
+    poll_interval: timedelta = DEFAULT_POLL_INTERVAL
+    poll_jitter: float = 0.1
+    grace_period: timedelta = DEFAULT_GRACE_PERIOD
+    planner: bool = True
+    plan_interval: timedelta = DEFAULT_PLAN_INTERVAL
+    retention: timedelta | None = None
+    prune_interval: timedelta = timedelta(hours=1)
+    heartbeat_interval: timedelta = DEFAULT_WORKER_HEARTBEAT
+    reap_interval: timedelta = timedelta(seconds=2)
+    owner_id: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if type(self.concurrency) is not int or not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise InvalidArgument(
+                f"concurrency must be an integer between 1 and {MAX_CONCURRENCY} (a worker "
+                "with more slots should be several processes)",
+                details={"field": "concurrency", "max": MAX_CONCURRENCY},
+            )
+        if self.prefetch is not None and (
+            type(self.prefetch) is not int or not 0 <= self.prefetch <= MAX_PREFETCH
+        ):
+            raise InvalidArgument(
+                f"prefetch must be an integer between 0 and {MAX_PREFETCH}",
+                details={"field": "prefetch"},
+            )
+        if self.kinds is not None:
+            if isinstance(self.kinds, str) or not isinstance(self.kinds, Collection):
+                raise InvalidArgument(
+                    "kinds must be a set of job kinds", details={"field": "kinds"}
+                )
+            if not self.kinds:
+                raise InvalidArgument("kinds must not be empty", details={"field": "kinds"})
+            object.__setattr__(
+                self,
+                "kinds",
+                frozenset(normalize_identifier(k, "kinds", max_length=128) for k in self.kinds),
+            )
+        if self.workspace_id is not None:
+            object.__setattr__(
+                self, "workspace_id", normalize_identifier(self.workspace_id, "workspace_id")
+            )
+        lease_ms = ms_from_timedelta(
+            DEFAULT_LEASE if self.lease is None else self.lease, "lease", minimum_ms=1000
+        )
+        if lease_ms > MAX_LEASE_MS:
+            raise InvalidArgument("lease must be at most 24 hours", details={"field": "lease"})
+        if self.renew_interval is not None:
+            renew_ms = ms_from_timedelta(self.renew_interval, "renew_interval", minimum_ms=1)
+            if renew_ms >= lease_ms:
+                raise InvalidArgument(
+                    "renew_interval must be shorter than the lease",
+                    details={"field": "renew_interval"},
+                )
+        ms_from_timedelta(self.poll_interval, "poll_interval", minimum_ms=1)
+        if (
+            type(self.poll_jitter) not in (int, float)
+            or not math.isfinite(self.poll_jitter)
+            or not 0 <= self.poll_jitter < 1
+        ):
+            raise InvalidArgument(
+                "poll_jitter must be a number in [0, 1)", details={"field": "poll_jitter"}
+            )
+        ms_from_timedelta(self.grace_period, "grace_period")
+        if type(self.planner) is not bool:
+            raise InvalidArgument("planner must be a boolean", details={"field": "planner"})
+        ms_from_timedelta(self.plan_interval, "plan_interval", minimum_ms=10)
+        if self.retention is not None:
+            ms_from_timedelta(self.retention, "retention", minimum_ms=60_000)
+        ms_from_timedelta(self.prune_interval, "prune_interval", minimum_ms=1000)
+        ms_from_timedelta(self.heartbeat_interval, "heartbeat_interval", minimum_ms=100)
+        ms_from_timedelta(self.reap_interval, "reap_interval", minimum_ms=100)
+        if self.owner_id is not None:
+            object.__setattr__(self, "owner_id", normalize_identifier(self.owner_id, "owner_id"))
+        if self.metrics_port is not None and (
+            type(self.metrics_port) is not int or not 0 <= self.metrics_port <= 65535
+        ):
+            raise InvalidArgument(
+                "metrics_port must be a TCP port (0–65535)", details={"field": "metrics_port"}
+            )
+        if not isinstance(self.metrics_host, str) or not self.metrics_host.strip():
+            raise InvalidArgument(
+                "metrics_host must be a host name or address", details={"field": "metrics_host"}
+            )
+
+    # -- derived values, in milliseconds ----------------------------------------------------
+
+    @property
+    def lease_ms(self) -> int:
+        return ms_from_timedelta(DEFAULT_LEASE if self.lease is None else self.lease, "lease")
+
+    @property
+    def renew_interval_ms(self) -> int:
+        if self.renew_interval is None:
+            return max(250, self.lease_ms // 3)
+        return ms_from_timedelta(self.renew_interval, "renew_interval")
+
+    @property
+    def effective_prefetch(self) -> int:
+        return default_prefetch(self.concurrency) if self.prefetch is None else self.prefetch
+
+    def with_changes(self, **changes: Any) -> WorkerOptions:
+        """A copy with some fields changed (validated again)."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise InvalidArgument("unknown worker options", details={"fields": unknown})
+        return replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> WorkerOptions:
+        """Options from keyword arguments, refusing names that are not options."""
+        return cls().with_changes(**values)
