@@ -31,8 +31,8 @@ def kill_after(monkeypatch, admin):
     def arm(query_name: str) -> None:
         original = pg_store._PostgresTx._execute
 
-        def execute(self, query, params):
-            cursor = original(self, query, params)
+        def execute(self, query, params, **options):
+            cursor = original(self, query, params, **options)
             if query == query_name:
                 pid = self._conn.info.backend_pid
                 admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
@@ -64,7 +64,7 @@ def test_a_connection_lost_mid_claim_leaves_the_occurrence_queued(open_pg, admin
     store = open_pg()
     store.create_job(id="j", kind="k", authority=AUTHORITY)
     occurrence = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
-    kill_after("apply_claim")
+    kill_after("apply_claims")
     with raises_code("SCHEDULER_STORAGE_UNAVAILABLE"):
         store.claim_next(owner_id="w", lease_ms=1000)
     row = admin.execute(
@@ -88,10 +88,10 @@ def test_a_connection_lost_during_commit_is_reported_unknown(open_pg, admin, mon
     bodies = {"n": 0}
     original_execute = pg_store._PostgresTx._execute
 
-    def count_bodies(self, query, params):
+    def count_bodies(self, query, params, **options):
         if query == "insert_job":
             bodies["n"] += 1
-        return original_execute(self, query, params)
+        return original_execute(self, query, params, **options)
 
     monkeypatch.setattr(pg_store._PostgresTx, "_execute", count_bodies)
     with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as lost:
@@ -161,8 +161,8 @@ def test_conflicts_retry_the_whole_body_then_succeed(open_pg, monkeypatch, admin
     original = pg_store._PostgresTx._execute
     failures = {"left": 2}
 
-    def execute(self, query, params):
-        cursor = original(self, query, params)
+    def execute(self, query, params, **options):
+        cursor = original(self, query, params, **options)
         if query == "insert_event" and failures["left"] > 0:
             failures["left"] -= 1
             raise error_class("simulated conflict")
@@ -184,7 +184,7 @@ def test_persistent_conflicts_become_retryable_storage_errors(
     store = open_pg()
     attempts = {"n": 0}
 
-    def execute(self, query, params):
+    def execute(self, query, params, **options):
         attempts["n"] += 1
         raise error_class("simulated conflict")
 
@@ -211,7 +211,7 @@ def test_a_real_deadlock_is_resolved_by_retrying(open_pg, pg_url, admin, monkeyp
     first_pass: set[str] = set()
     bodies: list[str] = []
 
-    def execute(self, query, params):
+    def execute(self, query, params, **options):
         if query == "get_job":
             bodies.append(threading.current_thread().name)
         if query == "get_job" and threading.current_thread().name not in first_pass:
@@ -223,7 +223,7 @@ def test_a_real_deadlock_is_resolved_by_retrying(open_pg, pg_url, admin, monkeyp
             self._conn.execute(
                 "SELECT 1 FROM jobledger.jobs WHERE job_id = %s FOR UPDATE", (other,)
             )
-        return original(self, query, params)
+        return original(self, query, params, **options)
 
     monkeypatch.setattr(pg_store._PostgresTx, "_execute", execute)
     results: dict[str, object] = {}

@@ -188,7 +188,7 @@ def test_memory_store_works() -> None:
         _write_something(store)
         claimed = store.claim_next(owner_id="w", lease_ms=1000)
         assert claimed is not None
-        assert store.schema_info().schema_version == 2
+        assert store.schema_info().schema_version == 3
         assert store.target == ":memory:"
     finally:
         store.close()

@@ -1,9 +1,11 @@
 """Databases written by the reference implementation (fixtures/reference-v1) open and keep working.
 
 Every fixture is copied to a private temporary directory first; the shipped files are never
-opened. Good files are upgraded v1 → v2 on open (after a backup) and must then read back exactly
-as the manifest says and continue exactly as the reference continued. Damaged files are refused
-with the reference's code and left byte-for-byte unchanged.
+opened. Good files are upgraded v1 → v3 on open (after a backup) and must then read back exactly
+as the manifest says (each occurrence now also carries its job's kind) and continue exactly as
+the reference continued. Damaged files are refused with the reference's code and left
+byte-for-byte unchanged: they are v1 files, so the full checks (integrity, foreign keys) that
+precede every upgrade run on them, not only the catalog checks of a plain open.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
+from tests.sqlite.handmade import V1_OCCURRENCE_COLUMNS
 from tests.sqlite.support import (
     APPLICATION_ID,
     FIXTURES,
@@ -47,8 +50,8 @@ DAMAGED = [
     "bad-trigger",
 ]
 # The reference's manifests were written by the reference's v1 code, whose newest schema *is*
-# v1. jobledger's newest schema is v2, so a user_version it does not know (99) is compared
-# against v2 and fails at the table-set check first — still SCHEDULER_SCHEMA_UNKNOWN, but with
+# v1. jobledger's newest schema is v3, so a user_version it does not know (99) is compared
+# against v3 and fails at the table-set check first — still SCHEDULER_SCHEMA_UNKNOWN, but with
 # a different message and details than the reference's v1-only code produced.
 DETAILS_DIFFER = {"bad-newer-version"}
 
@@ -128,13 +131,13 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     end = manifest["clock"]["end"]
     store = _open(path, FakeClock(end))
     try:
-        # schema: v2 on top of the reference's v1 row, whose applied_at is preserved
+        # schema: v2 and v3 on top of the reference's v1 row, whose applied_at is preserved
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID
-        assert info.schema_version == MIGRATIONS[-1].version == 2
-        assert info.migration.version == 2
-        assert info.migration.name == "jobledger-requeue-v2"
-        assert info.migration.checksum == MIGRATIONS[1].checksum
+        assert info.schema_version == MIGRATIONS[-1].version == 3
+        assert info.migration.version == 3
+        assert info.migration.name == "jobledger-everyday-v3"
+        assert info.migration.checksum == MIGRATIONS[2].checksum
         assert info.migration.applied_at == end
         (expected_v1,) = manifest["schema"]["migrations"]
         v1 = info.migrations[0]
@@ -145,16 +148,38 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
             expected_v1["appliedAt"],
         )
         assert v1.checksum == V1_CHECKSUM
-        assert [m.version for m in info.migrations] == [1, 2]
+        assert [m.version for m in info.migrations] == [1, 2, 3]
 
-        # the upgrade kept every v1 row and event exactly (migrations: plus the v2 row)
+        # the upgrade kept every v1 row and event exactly (migrations: plus the v2 and v3
+        # rows; occurrences: plus the three columns v3 copies from the job)
         raw = store._connection.raw
-        for table in ("jobs", "occurrences", "events"):
+        for table in ("jobs", "events"):
             assert table_rows(raw, table) == v1_rows[table], table
+        occurrences_after = table_rows(raw, "occurrences")
+        assert [row[:V1_OCCURRENCE_COLUMNS] for row in occurrences_after] == v1_rows["occurrences"]
+        jobs_by_id = {job["id"]: job for job in manifest["jobs"]}
+        derived = raw.execute(
+            "SELECT occurrence_id, kind, workspace_id, runnable FROM occurrences"
+        ).fetchall()
+        assert {
+            row["occurrence_id"]: (row["kind"], row["workspace_id"], row["runnable"])
+            for row in derived
+        } == {
+            o["id"]: (
+                jobs_by_id[o["jobId"]]["kind"],
+                jobs_by_id[o["jobId"]]["authority"]["workspaceId"],
+                int(jobs_by_id[o["jobId"]]["enabled"]),
+            )
+            for o in manifest["occurrences"]
+        }
         migrations_after = table_rows(raw, "migrations")
         assert migrations_after[:1] == v1_rows["migrations"]
-        assert migrations_after[1] == (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, end)
-        assert schema_fingerprint(raw) == MIGRATIONS[1].fingerprint
+        assert migrations_after[1:] == [
+            (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, end),
+            (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, end),
+        ]
+        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
+        assert store.verify().ok
         assert pragma(raw, "journal_mode") == manifest["schema"]["journalMode"]
 
         # jobs, read through the public API
@@ -178,6 +203,7 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
             occurrence = store.get_occurrence(expected["id"])
             assert occurrence is not None, expected["id"]
             assert _view(occurrence, OCCURRENCE_FIELDS) == _expected(expected, OCCURRENCE_FIELDS)
+            assert occurrence.kind == jobs_by_id[expected["jobId"]]["kind"]
             assert occurrence.deduplicated is False
         assert len(v1_rows["occurrences"]) == len(manifest["occurrences"])
         statuses = Counter(o["status"] for o in manifest["occurrences"])
@@ -220,9 +246,9 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     with pytest.raises(SchedulerError) as refused:
         _open(backup_copy, FakeClock(end), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 2}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 3}
 
-    # reopening the upgraded file is a plain open: no second backup, still v2
+    # reopening the upgraded file is a plain open: no second backup, still v3
     again = _open(path, FakeClock(end))
     try:
         assert again.backup_path is None
@@ -365,7 +391,7 @@ def test_good_fixture_without_migrate_is_refused_unchanged(name: str, tmp_path: 
     with pytest.raises(SchedulerError) as refused:
         _open(path, FakeClock(manifest["clock"]["end"]), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 2}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 3}
     assert sha256_file(path) == manifest["sha256"]
     assert path.stat().st_size == manifest["bytes"]
     assert sidecars(path) == []

@@ -1,21 +1,23 @@
-"""The SQLite schema: exact creation, verification on every open, refusal, and v1 → v2 upgrade."""
+"""The SQLite schema: exact creation, verification on every open, and refusal.
+
+Opening checks only the catalog (tables, shapes, identity pragmas, fingerprint, history,
+indexes), in O(1) of the database size, so what it refuses is what those checks see. Damage
+inside the rows is found by :meth:`~jobledger.Store.verify` (``test_verify.py``); upgrades are
+in ``test_schema_upgrade.py``.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import jobledger
-from jobledger import contract
-from jobledger.errors import SchedulerError
-from jobledger.store.sqlite import SQLiteStore
+from jobledger.errors import MigrationRequired, NotFound, SchedulerError, StoreNotFound
+from jobledger.store import migrations as ladder
+from jobledger.store.sqlite import schema as sqlite_schema
 from jobledger.store.sqlite.schema import (
     MIGRATIONS,
     _statements,
@@ -23,47 +25,45 @@ from jobledger.store.sqlite.schema import (
     schema_fingerprint,
 )
 from jobledger.testing import FakeClock
+from tests.sqlite.handmade import NOW, fresh_v3, listing, open_at, tamper
 from tests.sqlite.support import (
     APPLICATION_ID,
     V1_CHECKSUM,
     V1_FINGERPRINT,
-    V1_TABLES,
     pragma,
-    read_only,
     sha256_file,
     sidecars,
-    table_rows,
 )
 
-NOW = 1_767_225_600_000
-V2_TABLES = ["events", "jobledger_requeues", "jobs", "migrations", "occurrences"]
-V2_INDEXES = [
+V3_TABLES = [
+    "events",
+    "jobledger_audit",
+    "jobledger_requeues",
+    "jobledger_schedules",
+    "jobledger_throughput",
+    "jobledger_workers",
+    "jobs",
+    "migrations",
+    "occurrences",
+]
+V3_INDEXES = [
+    "jobledger_occurrences_final_leases",
+    "jobledger_occurrences_kind",
+    "jobledger_occurrences_ready",
+    "jobledger_occurrences_ready_workspace",
+    "jobledger_occurrences_status",
     "jobledger_requeues_occurrence",
+    "jobledger_schedules_due",
     "scheduler_events_job",
     "scheduler_events_occurrence",
-    "scheduler_occurrences_claim",
     "scheduler_occurrences_idempotency",
     "scheduler_occurrences_job",
 ]
-AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
-
-
-def _open(path: Path | str, clock: FakeClock | None = None, **options: Any) -> SQLiteStore:
-    store = jobledger.open_store(path, clock=clock or FakeClock(NOW), **options)
-    assert isinstance(store, SQLiteStore)
-    return store
-
-
-def _fresh(path: Path) -> Path:
-    """A fresh v2 database, closed (WAL checkpointed), with one job and one occurrence."""
-    store = _open(path)
-    try:
-        store.create_job(id="job-a", kind="email", authority=AUTHORITY, payload={"n": 1})
-        store.enqueue_occurrence(job_id="job-a", scheduled_for=NOW, trigger_key="t")
-    finally:
-        store.close()
-    assert sidecars(path) == []
-    return path
+V3_HISTORY = [
+    {"version": 1, "name": "scheduler-kernel-v1", "checksum": V1_CHECKSUM},
+    {"version": 2, "name": "jobledger-requeue-v2", "checksum": MIGRATIONS[1].checksum},
+    {"version": 3, "name": "jobledger-everyday-v3", "checksum": MIGRATIONS[2].checksum},
+]
 
 
 def _plain(conn: sqlite3.Connection) -> sqlite3.Cursor:
@@ -72,54 +72,90 @@ def _plain(conn: sqlite3.Connection) -> sqlite3.Cursor:
     return cursor
 
 
+def _names(conn: sqlite3.Connection, kind: str) -> list[str]:
+    return [
+        r[0]
+        for r in _plain(conn).execute(
+            "SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name",
+            (kind,),
+        )
+    ]
+
+
 # -- a fresh database --------------------------------------------------------------------------
 
 
 def test_fresh_database_schema_info(tmp_path: Path) -> None:
     clock = FakeClock(NOW + 123)
-    store = _open(tmp_path / "db" / "fresh.sqlite", clock)
+    store = open_at(tmp_path / "db" / "fresh.sqlite", clock)
     try:
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID == 1128485707
-        assert info.schema_version == 2
+        assert info.schema_version == 3
         assert [(m.version, m.name, m.checksum, m.applied_at) for m in info.migrations] == [
             (1, "scheduler-kernel-v1", V1_CHECKSUM, NOW + 123),
             (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, NOW + 123),
+            (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, NOW + 123),
         ]
         assert info.migration == info.migrations[-1]
         assert store.backup_path is None
         raw = store._connection.raw
-        assert pragma(raw, "user_version") == 2
+        assert pragma(raw, "user_version") == 3
         assert pragma(raw, "application_id") == APPLICATION_ID
         assert pragma(raw, "journal_mode") == "wal"
         assert pragma(raw, "synchronous") == 2  # FULL
         assert pragma(raw, "foreign_keys") == 1
-        assert schema_fingerprint(raw) == MIGRATIONS[1].fingerprint
+        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
+        assert store.verify().ok
     finally:
         store.close()
 
 
-def test_migration_checksums_follow_the_reference_rule() -> None:
+def test_synchronous_normal_is_an_option(tmp_path: Path) -> None:
+    store = open_at(tmp_path / "db" / "fresh.sqlite", synchronous="NORMAL")
+    try:
+        assert pragma(store._connection.raw, "synchronous") == 1  # NORMAL
+    finally:
+        store.close()
+    with pytest.raises(SchedulerError) as refused:
+        open_at(tmp_path / "db" / "fresh.sqlite", synchronous="OFF")
+    assert refused.value.code == "SCHEDULER_INVALID_ARGUMENT"
+
+
+def test_migrations_follow_the_ladder_and_the_reference_checksum_rule() -> None:
+    assert (
+        [(m.version, m.name) for m in MIGRATIONS]
+        == list(ladder.LADDER)
+        == [
+            (1, "scheduler-kernel-v1"),
+            (2, "jobledger-requeue-v2"),
+            (3, "jobledger-everyday-v3"),
+        ]
+    )
+    assert sqlite_schema.LATEST_VERSION == ladder.LATEST_VERSION == 3
     for migration in MIGRATIONS:
         text = migration.ddl.strip().replace("\r\n", "\n")
         assert migration.checksum == hashlib.sha256(text.encode("utf-8")).hexdigest()
+        assert list(migration.tables) == sorted(expected_columns(migration.version))
     assert MIGRATIONS[0].checksum == V1_CHECKSUM
-    assert [(m.version, m.name) for m in MIGRATIONS] == [
-        (1, "scheduler-kernel-v1"),
-        (2, "jobledger-requeue-v2"),
-    ]
+    assert list(MIGRATIONS[2].tables) == V3_TABLES
 
 
-def test_catalog_fingerprint_after_migration_1_is_the_reference_v1() -> None:
+def test_catalog_fingerprint_after_each_migration_is_the_recorded_one() -> None:
     conn = sqlite3.connect(":memory:")
     try:
-        for statement in _statements(MIGRATIONS[0].ddl):
-            conn.execute(statement)
-        assert schema_fingerprint(conn) == V1_FINGERPRINT == MIGRATIONS[0].fingerprint
-        for statement in _statements(MIGRATIONS[1].ddl):
-            conn.execute(statement)
-        assert schema_fingerprint(conn) == MIGRATIONS[1].fingerprint
-        assert MIGRATIONS[1].fingerprint != V1_FINGERPRINT
+        fingerprints = []
+        for migration in MIGRATIONS:
+            for statement in _statements(migration.ddl):
+                conn.execute(statement)
+            fingerprints.append(schema_fingerprint(conn))
+        assert fingerprints == [m.fingerprint for m in MIGRATIONS]
+        assert fingerprints[0] == V1_FINGERPRINT
+        assert len(set(fingerprints)) == 3
+        # v3 rebuilt occurrences and dropped the v1 claim index with it
+        assert "scheduler_occurrences_claim" not in _names(conn, "index")
+        assert _names(conn, "index") == V3_INDEXES
     finally:
         conn.close()
 
@@ -140,26 +176,19 @@ def test_fingerprint_ignores_whitespace_but_not_content() -> None:
 
 
 def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
-    store = _open(tmp_path / "db" / "fresh.sqlite")
+    store = open_at(tmp_path / "db" / "fresh.sqlite")
     try:
         raw = store._connection.raw
-        tables = [
-            r[0]
-            for r in _plain(raw).execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-                "ORDER BY name"
-            )
-        ]
-        assert tables == V2_TABLES
-        shapes = expected_columns(2)
-        assert sorted(shapes) == V2_TABLES
-        for table in V2_TABLES:
+        assert _names(raw, "table") == V3_TABLES
+        shapes = expected_columns(3)
+        assert sorted(shapes) == V3_TABLES
+        for table in V3_TABLES:
             actual = [
                 [row[1], row[2].upper(), row[3], row[5]]
                 for row in _plain(raw).execute(f"PRAGMA table_info({table})")
             ]
             assert actual == shapes[table], table
-        # spot-check the reference's v1 shapes literally (not only against our own table)
+        # spot-check literally (not only against the module's own table)
         assert [c[0] for c in shapes["events"]] == [
             "event_id",
             "job_id",
@@ -170,63 +199,109 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
             "fence",
             "data_json",
         ]
-        assert len(shapes["occurrences"]) == 20
         assert len(shapes["jobs"]) == 10
-        indexes = [
-            r[0]
-            for r in _plain(raw).execute(
-                "SELECT name FROM sqlite_master WHERE type='index' "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
+        # the reference's 20 occurrence columns, then v3's three, in that order
+        assert shapes["occurrences"][:20] == expected_columns(1)["occurrences"]
+        assert shapes["occurrences"][20:] == [
+            ["kind", "TEXT", 1, 0],
+            ["workspace_id", "TEXT", 0, 0],
+            ["runnable", "INTEGER", 1, 0],
         ]
-        assert indexes == V2_INDEXES
-        assert (
+        assert _names(raw, "index") == V3_INDEXES
+        assert _names(raw, "trigger") == _names(raw, "view") == []
+        # 'cancelled' is a status now; an unknown one is still refused by the CHECK
+        sql = (
             _plain(raw)
-            .execute("SELECT COUNT(*) FROM sqlite_master WHERE type IN ('trigger', 'view')")
+            .execute("SELECT sql FROM sqlite_master WHERE name = 'occurrences'")
             .fetchone()[0]
-            == 0
         )
+        assert "'cancelled'" in sql
     finally:
         store.close()
 
 
-def test_fresh_memory_database_is_v2() -> None:
-    store = _open(":memory:")
+def test_fresh_memory_database_is_v3() -> None:
+    store = open_at(":memory:")
     try:
         info = store.schema_info()
-        assert info.schema_version == 2
-        assert [m.version for m in info.migrations] == [1, 2]
+        assert info.schema_version == 3
+        assert [m.version for m in info.migrations] == [1, 2, 3]
+        assert store.backup_path is None
+        report = store.verify()
+        assert report.ok
+        assert [c.name for c in report.checks] == [
+            "integrity_check",
+            "foreign_keys",
+            "schema",
+            "stored_authority",
+        ]
+    finally:
+        store.close()
+
+
+def test_reopening_a_v3_database_changes_nothing(tmp_path: Path) -> None:
+    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    digest = sha256_file(path)
+    before = listing(path.parent)
+    store = open_at(path, FakeClock(NOW + 10_000), migrate=False)
+    try:
+        assert store.schema_info().migration.applied_at == NOW
+        assert store.get_job("job-a") is not None
+        assert store.backup_path is None
+    finally:
+        store.close()
+    assert sha256_file(path) == digest
+    assert listing(path.parent) == before
+
+
+# -- missing and empty databases ---------------------------------------------------------------
+
+
+def test_migrate_false_on_a_missing_path_creates_nothing(tmp_path: Path) -> None:
+    for path in (tmp_path / "x.sqlite", tmp_path / "no" / "such" / "dir" / "x.sqlite"):
+        with pytest.raises(StoreNotFound) as refused:
+            open_at(path, migrate=False)
+        assert isinstance(refused.value, NotFound)
+        assert refused.value.code == "SCHEDULER_STORE_NOT_FOUND"
+        assert refused.value.details == {"target": str(path)}
+        assert not path.exists()
+    assert listing(tmp_path) == []  # not even the missing directories
+
+
+@pytest.mark.parametrize("shape", ["zero-bytes", "no-tables"])
+def test_migrate_false_on_an_empty_database_requires_a_migration(
+    shape: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "db" / "empty.sqlite"
+    path.parent.mkdir(mode=0o700)
+    if shape == "zero-bytes":
+        path.touch(mode=0o600)
+    else:  # a real SQLite file (header and one page) without a single table
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("VACUUM")
+        conn.close()
+        assert path.stat().st_size > 0
+    path.chmod(0o600)
+    digest = sha256_file(path)
+    with pytest.raises(MigrationRequired) as refused:
+        open_at(path, migrate=False)
+    assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
+    assert refused.value.details == {"schemaVersion": 0, "requiredVersion": 3}
+    assert sha256_file(path) == digest
+    assert sidecars(path) == []
+    assert listing(path.parent) == ["empty.sqlite"]
+
+    # migrate=True adopts it: an empty database becomes a fresh v3 one
+    store = open_at(path)
+    try:
+        assert store.schema_info().schema_version == 3
         assert store.backup_path is None
     finally:
         store.close()
 
 
-def test_reopening_a_v2_database_changes_nothing(tmp_path: Path) -> None:
-    path = _fresh(tmp_path / "db" / "x.sqlite")
-    digest = sha256_file(path)
-    before = sorted(p.name for p in path.parent.iterdir())
-    store = _open(path, FakeClock(NOW + 10_000), migrate=False)
-    try:
-        assert store.schema_info().migration.applied_at == NOW
-        assert store.get_job("job-a") is not None
-    finally:
-        store.close()
-    assert sha256_file(path) == digest
-    assert sorted(p.name for p in path.parent.iterdir()) == before
-
-
-# -- refusal of damaged and unknown databases --------------------------------------------------
-
-
-def _tamper(sql: str) -> Callable[[Path], None]:
-    def apply(path: Path) -> None:
-        conn = sqlite3.connect(path)
-        try:
-            conn.executescript(sql)
-        finally:
-            conn.close()
-
-    return apply
+# -- refused at open: what the O(1) catalog checks see -----------------------------------------
 
 
 def _garbage(path: Path) -> None:
@@ -241,54 +316,74 @@ def _truncate(path: Path) -> None:
 
 
 REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
-    "user-version-7": (_tamper("PRAGMA user_version = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
-    "user-version-0": (_tamper("PRAGMA user_version = 0;"), "SCHEDULER_SCHEMA_UNKNOWN"),
-    "application-id": (_tamper("PRAGMA application_id = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
+    "user-version-7": (tamper("PRAGMA user_version = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
+    "user-version-2": (tamper("PRAGMA user_version = 2;"), "SCHEDULER_SCHEMA_UNKNOWN"),
+    "user-version-0": (tamper("PRAGMA user_version = 0;"), "SCHEDULER_SCHEMA_UNKNOWN"),
+    "application-id": (tamper("PRAGMA application_id = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
     "dropped-index": (
-        _tamper("DROP INDEX scheduler_occurrences_claim;"),
+        tamper("DROP INDEX jobledger_occurrences_ready;"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "dropped-v2-index": (
-        _tamper("DROP INDEX jobledger_requeues_occurrence;"),
+        tamper("DROP INDEX jobledger_requeues_occurrence;"),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "recreated-v1-claim-index": (
+        tamper(
+            "CREATE INDEX scheduler_occurrences_claim ON occurrences"
+            "(status, available_at, lease_expires_at, scheduled_for, occurrence_id);"
+        ),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "added-trigger": (
-        _tamper("CREATE TRIGGER jobs_touch AFTER UPDATE ON jobs BEGIN SELECT 1; END;"),
+        tamper("CREATE TRIGGER jobs_touch AFTER UPDATE ON jobs BEGIN SELECT 1; END;"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "added-view": (
-        _tamper("CREATE VIEW job_ids AS SELECT job_id FROM jobs;"),
+        tamper("CREATE VIEW job_ids AS SELECT job_id FROM jobs;"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "added-index": (
-        _tamper("CREATE INDEX extra_jobs_kind ON jobs(kind);"),
+        tamper("CREATE INDEX extra_jobs_kind ON jobs(kind);"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
-    "tampered-v2-checksum": (
-        _tamper("UPDATE migrations SET checksum = 'x' WHERE version = 2;"),
+    "tampered-v3-checksum": (
+        tamper("UPDATE migrations SET checksum = 'x' WHERE version = 3;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "tampered-v1-checksum": (
-        _tamper(f"UPDATE migrations SET checksum = '{'0' * 64}' WHERE version = 1;"),
+        tamper(f"UPDATE migrations SET checksum = '{'0' * 64}' WHERE version = 1;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "renamed-migration": (
-        _tamper("UPDATE migrations SET name = 'other' WHERE version = 2;"),
+        tamper("UPDATE migrations SET name = 'other' WHERE version = 3;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
+    "forgotten-v3-migration": (
+        # the history then claims v2, but the tables are v3's
+        tamper("DELETE FROM migrations WHERE version = 3; PRAGMA user_version = 2;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
+    "future-migration": (
+        tamper("INSERT INTO migrations VALUES (4, 'from-the-future', 'x', 0);"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "extra-table": (
-        _tamper("CREATE TABLE user_notes (id INTEGER); INSERT INTO user_notes VALUES (1);"),
+        tamper("CREATE TABLE user_notes (id INTEGER); INSERT INTO user_notes VALUES (1);"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "missing-v2-table": (
-        _tamper("DROP TABLE jobledger_requeues;"),
+        tamper("DROP TABLE jobledger_requeues;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
-    "broken-foreign-key": (
-        _tamper(
-            "PRAGMA foreign_keys = OFF; "
-            "INSERT INTO events (job_id, event_type, occurred_at, data_json) "
-            "VALUES ('no-such-job', 'job_created', 1, '{}');"
+    "missing-v3-table": (
+        tamper("DROP TABLE jobledger_workers;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
+    "dropped-v3-column": (
+        tamper(
+            "DROP INDEX jobledger_occurrences_ready_workspace; "
+            "ALTER TABLE occurrences DROP COLUMN workspace_id;"
         ),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
@@ -303,360 +398,58 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
     case: str, migrate: bool, tmp_path: Path
 ) -> None:
     damage, code = REFUSALS[case]
-    path = _fresh(tmp_path / "db" / "x.sqlite")
+    path = fresh_v3(tmp_path / "db" / "x.sqlite")
     damage(path)
     assert sidecars(path) == []
     digest = sha256_file(path)
-    before = sorted(p.name for p in path.parent.iterdir())
+    before = listing(path.parent)
     with pytest.raises(SchedulerError) as refused:
-        _open(path, migrate=migrate)
+        open_at(path, migrate=migrate)
     assert refused.value.code == code
     assert sha256_file(path) == digest
     assert sidecars(path) == []
-    assert sorted(p.name for p in path.parent.iterdir()) == before  # no backup, no new file
+    assert listing(path.parent) == before  # no backup, no new file
 
 
 def test_refusal_details_name_what_is_wrong(tmp_path: Path) -> None:
-    path = _fresh(tmp_path / "a" / "x.sqlite")
-    _tamper("CREATE TABLE user_notes (id INTEGER PRIMARY KEY);")(path)
+    path = fresh_v3(tmp_path / "a" / "x.sqlite")
+    tamper("CREATE TABLE user_notes (id INTEGER PRIMARY KEY);")(path)
     with pytest.raises(SchedulerError) as refused:
-        _open(path)
-    assert refused.value.details == {"expected": V2_TABLES, "actual": [*V2_TABLES, "user_notes"]}
+        open_at(path)
+    assert refused.value.details == {"expected": V3_TABLES, "actual": [*V3_TABLES, "user_notes"]}
 
-    path = _fresh(tmp_path / "b" / "x.sqlite")
-    _tamper("PRAGMA user_version = 7;")(path)
+    path = fresh_v3(tmp_path / "b" / "x.sqlite")
+    tamper("PRAGMA user_version = 7;")(path)
     with pytest.raises(SchedulerError) as refused:
-        _open(path)
+        open_at(path)
     assert refused.value.details == {"applicationId": APPLICATION_ID, "userVersion": 7}
 
-    path = _fresh(tmp_path / "c" / "x.sqlite")
-    _tamper("UPDATE migrations SET checksum = 'x' WHERE version = 2;")(path)
+    path = fresh_v3(tmp_path / "c" / "x.sqlite")
+    tamper("UPDATE migrations SET checksum = 'x' WHERE version = 3;")(path)
     with pytest.raises(SchedulerError) as refused:
-        _open(path)
+        open_at(path)
+    assert refused.value.message == "Scheduler migration history is unknown"
     assert refused.value.details == {
-        "migrations": [
-            {"version": 1, "name": "scheduler-kernel-v1", "checksum": V1_CHECKSUM},
-            {"version": 2, "name": "jobledger-requeue-v2", "checksum": "x"},
-        ]
+        "migrations": [*V3_HISTORY[:2], {**V3_HISTORY[2], "checksum": "x"}]
     }
 
-
-def test_tampered_stored_authority_opens_but_reads_as_data_corrupt(tmp_path: Path) -> None:
-    path = _fresh(tmp_path / "db" / "x.sqlite")
-    _tamper("""UPDATE jobs SET authority_json = '{"schemaVersion":2}' WHERE job_id = 'job-a';""")(
-        path
-    )
-    store = _open(path)
-    try:
-        with pytest.raises(SchedulerError) as corrupt:
-            store.get_job("job-a")
-        assert corrupt.value.code == "SCHEDULER_DATA_CORRUPT"
-        # the occurrence kept its own (valid) copy of the authority and still reads
-        (occurrence,) = store.list_occurrences_by_trigger(job_id="job-a", trigger_key="t")
-        assert occurrence.authority["principal"] == {"type": "user", "id": "tester"}
-        # and a write that must read the job refuses too, changing nothing
-        before = [e.event_id for e in store.history()]
-        with pytest.raises(SchedulerError) as refused:
-            store.enqueue_occurrence(job_id="job-a", scheduled_for=NOW + 1, trigger_key="u")
-        assert refused.value.code == "SCHEDULER_DATA_CORRUPT"
-        assert [e.event_id for e in store.history()] == before
-    finally:
-        store.close()
+    path = fresh_v3(tmp_path / "d" / "x.sqlite")
+    tamper("DROP INDEX jobledger_occurrences_ready;")(path)
+    with pytest.raises(SchedulerError) as refused:
+        open_at(path)
+    # the fingerprint check comes first; either way the message names the version
+    assert "v3" in refused.value.message
 
 
-def test_row_violating_a_check_constraint_is_refused_at_open(tmp_path: Path) -> None:
-    """quick_check also verifies CHECK constraints: invalid stored JSON is caught on open."""
-    path = _fresh(tmp_path / "db" / "x.sqlite")
-    _tamper(
-        "PRAGMA ignore_check_constraints = ON; "
-        "UPDATE jobs SET payload_json = '{not json' WHERE job_id = 'job-a';"
+def test_a_newer_history_says_the_database_is_newer(tmp_path: Path) -> None:
+    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    tamper(
+        "INSERT INTO migrations VALUES (4, 'jobledger-later-v4', 'x', 0); PRAGMA user_version = 4;"
     )(path)
-    digest = sha256_file(path)
     with pytest.raises(SchedulerError) as refused:
-        _open(path)
-    assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
-    assert refused.value.details is not None
-    assert refused.value.details["result"] != ["ok"]
-    assert sha256_file(path) == digest
-    assert sidecars(path) == []
-
-
-# -- v1 → v2 upgrade of a hand-made v1 database ------------------------------------------------
-
-
-def _make_v1(path: Path) -> dict[str, Any]:
-    """A v1 database as the reference writes it, built with migration 1 only."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    authority = contract.canonical_json(contract.normalize_authority(AUTHORITY))
-    queued_id, queued_key = contract.derive_occurrence_identity(
-        job_id="job-v1", job_revision=1, scheduled_for=NOW, trigger_key="slot-1"
-    )
-    dead_id, dead_key = contract.derive_occurrence_identity(
-        job_id="job-v1", job_revision=1, scheduled_for=NOW + 1000, trigger_key="slot-2"
-    )
-    error = '{"code":"boom","message":"failed"}'
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        for statement in _statements(MIGRATIONS[0].ddl):
-            conn.execute(statement)
-        conn.execute(
-            "INSERT INTO migrations VALUES (1, 'scheduler-kernel-v1', ?, ?)", (V1_CHECKSUM, NOW)
-        )
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("PRAGMA user_version = 1")
-        conn.execute(
-            "INSERT INTO jobs VALUES ('job-v1', 'email', '{}', '{\"to\":\"a\"}', ?, 1, 1, 1, ?, ?)",
-            (authority, NOW, NOW),
-        )
-        conn.execute(
-            "INSERT INTO occurrences VALUES "
-            "(?, 'job-v1', 1, ?, 'slot-1', ?, ?, 'queued', 0, 1, 0, NULL, NULL, ?, "
-            '\'{"to":"a"}\', NULL, NULL, ?, ?, NULL)',
-            (queued_id, queued_key, NOW, NOW, authority, NOW, NOW),
-        )
-        conn.execute(
-            "INSERT INTO occurrences VALUES "
-            "(?, 'job-v1', 1, ?, 'slot-2', ?, ?, 'dead_letter', 1, 1, 1, NULL, NULL, ?, "
-            '\'{"to":"a"}\', ?, NULL, ?, ?, ?)',
-            (dead_id, dead_key, NOW + 1000, NOW + 1000, authority, error, NOW, NOW + 5, NOW + 5),
-        )
-        events = [
-            ("job-v1", None, "job_created", NOW, None, None, '{"revision":1}'),
-            ("job-v1", queued_id, "occurrence_enqueued", NOW, None, None, "{}"),
-            ("job-v1", dead_id, "occurrence_enqueued", NOW, None, None, "{}"),
-            ("job-v1", dead_id, "occurrence_claimed", NOW + 1, "w", 1, "{}"),
-            ("job-v1", dead_id, "occurrence_dead_lettered", NOW + 5, "w", 1, "{}"),
-        ]
-        conn.executemany(
-            "INSERT INTO events (job_id, occurrence_id, event_type, occurred_at, owner_id, "
-            "fence, data_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            events,
-        )
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA journal_mode = WAL")
-        assert schema_fingerprint(conn) == V1_FINGERPRINT
-    finally:
-        conn.close()
-    return {"queued": queued_id, "dead": dead_id, "events": len(events)}
-
-
-def test_hand_made_v1_database_is_upgraded_to_v2(tmp_path: Path) -> None:
-    path = tmp_path / "db" / "v1.sqlite"
-    made = _make_v1(path)
-    with read_only(path) as conn:
-        before = {table: table_rows(conn, table) for table in V1_TABLES}
-    conn.close()
-
-    clock = FakeClock(NOW + 60_000)
-    store = _open(path, clock)
-    try:
-        info = store.schema_info()
-        assert info.schema_version == 2
-        assert [(m.version, m.applied_at) for m in info.migrations] == [
-            (1, NOW),
-            (2, NOW + 60_000),
-        ]
-        raw = store._connection.raw
-        for table in ("jobs", "occurrences", "events"):
-            assert table_rows(raw, table) == before[table]
-        assert schema_fingerprint(raw) == MIGRATIONS[1].fingerprint
-        assert store.backup_path == path.with_name("v1.sqlite.v1.bak")
-
-        job = store.get_job("job-v1")
-        assert job is not None
-        assert (job.payload, job.revision, job.enabled) == ({"to": "a"}, 1, True)
-        assert [o.id for o in store.list_dead_letters()] == [made["dead"]]
-        assert len(store.history(limit=200)) == made["events"]
-
-        # the upgraded database works: claim, settle, and the v2 feature (requeue)
-        claimed = store.claim_next(owner_id="w2", lease_ms=1000)
-        assert claimed is not None
-        assert claimed.id == made["queued"]
-        store.settle(occurrence_id=claimed.id, owner_id="w2", fence=1, outcome="succeeded")
-        requeued = store.requeue_dead_letter(
-            occurrence_id=made["dead"], expected_fence=1, reason="fixed", actor="ops"
-        )
-        assert requeued.status == "retry_wait"
-        assert requeued.max_attempts == 2
-        requeues = _plain(raw).execute("SELECT occurrence_id, reason FROM jobledger_requeues")
-        assert requeues.fetchall() == [(made["dead"], "fixed")]
-    finally:
-        store.close()
-
-    with read_only(path.with_name("v1.sqlite.v1.bak")) as backup:
-        assert pragma(backup, "user_version") == 1
-        assert schema_fingerprint(backup) == V1_FINGERPRINT
-        for table in V1_TABLES:
-            assert table_rows(backup, table) == before[table]
-    backup.close()
-
-
-def test_upgrade_does_not_overwrite_an_existing_backup(tmp_path: Path) -> None:
-    path = tmp_path / "db" / "v1.sqlite"
-    _make_v1(path)
-    existing = path.with_name("v1.sqlite.v1.bak")
-    existing.write_bytes(b"keep me")
-    store = _open(path)
-    try:
-        assert store.backup_path == path.with_name("v1.sqlite.v1.1.bak")
-    finally:
-        store.close()
-    assert existing.read_bytes() == b"keep me"
-    with read_only(path.with_name("v1.sqlite.v1.1.bak")) as backup:
-        assert pragma(backup, "user_version") == 1
-    backup.close()
-
-
-def test_hand_made_v1_database_without_migrate_is_refused_unchanged(tmp_path: Path) -> None:
-    path = tmp_path / "db" / "v1.sqlite"
-    _make_v1(path)
-    digest = sha256_file(path)
-    with pytest.raises(SchedulerError) as refused:
-        _open(path, migrate=False)
-    assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert sha256_file(path) == digest
-    assert sorted(p.name for p in path.parent.iterdir()) == ["v1.sqlite"]
-
-
-def test_damaged_v1_database_is_refused_before_any_backup(tmp_path: Path) -> None:
-    path = tmp_path / "db" / "v1.sqlite"
-    _make_v1(path)
-    _tamper("DROP INDEX scheduler_occurrences_job;")(path)
-    digest = sha256_file(path)
-    with pytest.raises(SchedulerError) as refused:
-        _open(path)
-    assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
-    assert sha256_file(path) == digest
-    assert sorted(p.name for p in path.parent.iterdir()) == ["v1.sqlite"]
-
-
-# -- concurrent first open ---------------------------------------------------------------------
-
-
-def _settled(path: Path) -> sqlite3.Connection:
-    """A plain connection for checks after concurrent openers: when the last of them closed
-    while another was still opening, SQLite may rightly leave committed pages in the -wal
-    file, which an ``immutable`` read-only connection would not see."""
-    return sqlite3.connect(path)
-
-
-def _assert_single_schema(path: Path) -> None:
-    with _settled(path) as conn:
-        assert table_rows(conn, "migrations") == [
-            (1, "scheduler-kernel-v1", V1_CHECKSUM, NOW),
-            (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, NOW),
-        ]
-        assert schema_fingerprint(conn) == MIGRATIONS[1].fingerprint
-    conn.close()
-
-
-@pytest.mark.parametrize("round_", range(5))
-def test_concurrent_first_open_from_two_threads(round_: int, tmp_path: Path) -> None:
-    path = tmp_path / "db" / "shared.sqlite"
-    barrier = threading.Barrier(2)
-    results: list[Any] = [None, None]
-
-    def open_it(index: int) -> None:
-        barrier.wait(timeout=30)
-        try:
-            store = _open(path)
-        except BaseException as exc:
-            results[index] = exc
-            return
-        try:
-            results[index] = store.schema_info()
-        finally:
-            store.close()
-
-    threads = [threading.Thread(target=open_it, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-        assert not thread.is_alive()
-    assert not any(isinstance(r, BaseException) for r in results), results
-    assert results[0] == results[1]
-    assert results[0].schema_version == 2
-    _assert_single_schema(path)
-
-
-def _open_in_process(path: str, barrier: Any, queue: Any) -> None:
-    barrier.wait(timeout=60)
-    try:
-        store = jobledger.open_store(path, clock=FakeClock(NOW))
-        try:
-            queue.put(("ok", store.schema_info().schema_version))
-        finally:
-            store.close()
-    except BaseException as exc:  # reported to the parent
-        queue.put(("error", repr(exc)))
-
-
-def test_concurrent_first_open_from_two_processes(tmp_path: Path) -> None:
-    path = tmp_path / "db" / "shared.sqlite"
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2)
-    queue = context.Queue()
-    processes = [
-        context.Process(target=_open_in_process, args=(str(path), barrier, queue)) for _ in range(2)
-    ]
-    for process in processes:
-        process.start()
-    outcomes = [queue.get(timeout=120) for _ in processes]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    assert outcomes == [("ok", 2), ("ok", 2)]
-    _assert_single_schema(path)
-
-
-def _upgrade_in_process(paths: list[str], barrier: Any, queue: Any) -> None:
-    for path in paths:
-        barrier.wait(timeout=60)
-        try:
-            store = jobledger.open_store(path, clock=FakeClock(NOW + 1))
-            try:
-                queue.put(("ok", store.schema_info().schema_version))
-            finally:
-                store.close()
-        except BaseException as exc:  # reported to the parent
-            queue.put(("error", repr(exc)))
-
-
-def test_concurrent_upgrade_of_a_v1_database_from_three_processes(tmp_path: Path) -> None:
-    """Several processes opening the same v1 file at once: every one succeeds, upgrade once."""
-    rounds, workers = 20, 3
-    paths = [tmp_path / f"round-{i}" / "v1.sqlite" for i in range(rounds)]
-    for path in paths:
-        _make_v1(path)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(workers)
-    queue = context.Queue()
-    processes = [
-        context.Process(target=_upgrade_in_process, args=([str(p) for p in paths], barrier, queue))
-        for _ in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    outcomes = [queue.get(timeout=120) for _ in range(rounds * workers)]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    assert outcomes == [("ok", 2)] * (rounds * workers)
-    for path in paths:
-        with _settled(path) as conn:
-            assert [row[:2] for row in table_rows(conn, "migrations")] == [
-                (1, "scheduler-kernel-v1"),
-                (2, "jobledger-requeue-v2"),
-            ]
-            assert len(table_rows(conn, "jobs")) == 1
-        conn.close()
-        backups = sorted(path.parent.glob("*.bak"))
-        # Only the opener that ran the upgrade keeps its backup; the others remove theirs.
-        assert len(backups) == 1
-        for backup in backups:
-            with read_only(backup) as copy:
-                assert pragma(copy, "user_version") == 1
-                assert schema_fingerprint(copy) == V1_FINGERPRINT
-            copy.close()
+        open_at(path)
+    assert refused.value.code == "SCHEDULER_SCHEMA_UNKNOWN"
+    assert "newer" in refused.value.message
+    assert refused.value.details == {
+        "migrations": [*V3_HISTORY, {"version": 4, "name": "jobledger-later-v4", "checksum": "x"}]
+    }

@@ -158,7 +158,7 @@ def test_real_sqlite_full_on_create_leaves_no_job(store: SQLiteStore, db_path: P
     reopened = _open(db_path)
     try:
         assert reopened.get_job("job-big") is None
-        assert reopened.schema_info().schema_version == 2
+        assert reopened.schema_info().schema_version == 3
     finally:
         reopened.close()
 
@@ -377,7 +377,7 @@ def test_scheduler_errors_from_the_body_propagate_unchanged(store: SQLiteStore) 
         store._connection.write(body)
     assert failed.value is raised
     assert store._connection.raw.in_transaction is False
-    assert [m.version for m in store.schema_info().migrations] == [1, 2]
+    assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
 
 
 def test_failing_rollback_makes_the_commit_state_unknown(
@@ -498,7 +498,7 @@ def test_busy_after_the_body_started_is_not_retried(
     assert failed.value.details is not None
     assert failed.value.details["storageCode"] == "SQLITE_BUSY"
     assert failed.value.details["commitState"] == "not_committed"
-    assert [m.version for m in store.schema_info().migrations] == [1, 2]
+    assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
 
 
 # -- one store shared by threads ---------------------------------------------------------------

@@ -89,8 +89,11 @@ def test_constants_match_the_reference():
     assert MAX_JSON_DEPTH == 64
     assert MAX_LEASE_MS == 86_400_000
     assert MAX_SAFE_INTEGER == 2**53 - 1
-    assert OCCURRENCE_STATUSES == ("queued", "running", "retry_wait", "succeeded", "dead_letter")
-    assert TERMINAL_STATUSES == {"succeeded", "dead_letter"}
+    # The reference's five statuses, plus jobledger's operator cancellation (terminal, schema v3).
+    assert OCCURRENCE_STATUSES == (
+        "queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"
+    )
+    assert TERMINAL_STATUSES == {"succeeded", "dead_letter", "cancelled"}
 
 
 # ---------------------------------------------------------------------------------------------

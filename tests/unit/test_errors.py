@@ -27,6 +27,8 @@ from jobledger.errors import (
     SchemaUnknown,
     StorageUnavailable,
     StoreClosed,
+    StoreNotFound,
+    UnsafePath,
     error_for_code,
 )
 
@@ -42,6 +44,8 @@ TREE = [
     (JobDisabled, "SCHEDULER_JOB_DISABLED", SchedulerError),
     (LeaseLost, "SCHEDULER_LEASE_LOST", SchedulerError),
     (StoreClosed, "SCHEDULER_STORE_CLOSED", SchedulerError),
+    (StoreNotFound, "SCHEDULER_STORE_NOT_FOUND", NotFound),
+    (UnsafePath, "SCHEDULER_UNSAFE_PATH", SchedulerError),
     (SchemaError, "SCHEDULER_SCHEMA_CORRUPT", SchedulerError),
     (SchemaCorrupt, "SCHEDULER_SCHEMA_CORRUPT", SchemaError),
     (SchemaUnknown, "SCHEDULER_SCHEMA_UNKNOWN", SchemaError),

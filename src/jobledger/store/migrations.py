@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import MigrationRequired, SchemaUnknown
+from ..errors import MigrationRequired, SchemaError, SchemaUnknown
 from .sql import migration_checksum
 
 __all__ = [
@@ -151,6 +151,26 @@ class SchemaOutcome:
 
 def ensure_schema(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
     """Create, verify or upgrade a database to the newest rung (see the module docstring)."""
+    for _ in range(3):
+        try:
+            return _ensure(dialect, migrate=migrate)
+        except SchemaError:
+            # Another process may have upgraded (or created) the database between our read of
+            # its history and our check of that version's catalog: look again before refusing.
+            if not _history_moved(dialect):
+                raise
+    return _ensure(dialect, migrate=migrate)
+
+
+def _history_moved(dialect: SchemaDialect) -> bool:
+    try:
+        history = dialect.read_history()
+    except SchemaError:
+        return False
+    return history is not None and len(history) == dialect.migrations[-1].version
+
+
+def _ensure(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
     migrations = dialect.migrations
     latest = migrations[-1]
     history = dialect.read_history()

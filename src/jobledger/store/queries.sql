@@ -64,9 +64,6 @@ DELETE FROM jobs WHERE job_id = :job_id AND revision = :expected_revision
 -- ===========================================================================================
 -- schedules (the planner's durable progress)
 
--- name: get_schedule
-SELECT * FROM jobledger_schedules WHERE job_id = :job_id
-
 -- name: upsert_schedule
 -- planned_through never moves back: on PostgreSQL an edit's clock is read when its transaction
 -- began, and a planner may have recorded a later pass since; planning from the older instant

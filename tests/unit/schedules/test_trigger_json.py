@@ -223,6 +223,11 @@ def test_expression_errors_also_name_the_cron_field():
     assert caught.value.details == {"field": "trigger.expression", "cronField": "hour"}
 
 
+# The store validates triggers with these modules, so they must stay pure; the planner, declare
+# and explain sit on top of the store and may import it.
+STORE_SIDE = {"planner.py", "declare.py", "explain.py"}
+
+
 def test_validation_module_imports_only_errors_contract_and_the_standard_library():
     import ast
     import pathlib
@@ -231,7 +236,9 @@ def test_validation_module_imports_only_errors_contract_and_the_standard_library
 
     root = pathlib.Path(package.__file__).parent
     allowed_internal = {"errors", "contract"}
-    for path in root.glob("*.py"):
+    pure = [path for path in root.glob("*.py") if path.name not in STORE_SIDE]
+    assert len(pure) >= 8
+    for path in pure:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 2:
                 assert node.module in allowed_internal, f"{path.name} imports ..{node.module}"

@@ -97,9 +97,10 @@ class JobOperations(OperationsBase):
             self._append_event(
                 tx, job_id=job.id, event_type="job_created", occurred_at=now, data=data
             )
-            self._write_schedule_state(
-                tx, job_id=job.id, revision=1, trigger=job.trigger, enabled=job.enabled, now=now
-            )
+            if _is_schedule(job.trigger):  # a new job has no planner row to remove otherwise
+                self._write_schedule_state(
+                    tx, job_id=job.id, revision=1, trigger=job.trigger, enabled=job.enabled, now=now
+                )
             return rows.job_from_row(required(self._job_row(tx, job.id)))
 
         created = self._write(body)

@@ -9,9 +9,8 @@
 -- name: select_expired_final_leases
 SELECT occurrence_id, job_id, lease_owner, fence, attempt, max_attempts, kind
 FROM occurrences
-WHERE status = 'running'
+WHERE status = 'running' AND attempt >= max_attempts
   AND lease_expires_at <= %(now)s
-  AND attempt >= max_attempts
 ORDER BY lease_expires_at, occurrence_id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED

@@ -164,7 +164,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
     fingerprints={
         1: "294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
-        3: "1c93ba86a5e315b795e2f386e1cb3e88582c8ded4d6383fe480bb76bace86aeb",
+        3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
@@ -368,6 +368,13 @@ class PostgresSchema:
         try:
             execute_begin(self._conn, begin_sql(self._schema, read_only=True))
             _verify(self._conn, self._schema, version)
+            if full:
+                bad = _bad_authorities(self._conn)
+                if bad:
+                    raise SchemaCorrupt(
+                        "Scheduler schema holds authorities that are not valid envelopes",
+                        details={"count": len(bad), "ids": bad[:10]},
+                    )
         finally:
             rollback_quietly(self._conn)
 
@@ -420,6 +427,18 @@ def ensure_schema(
     return ladder.ensure_schema(PostgresSchema(conn, schema=schema, clock=clock), migrate=migrate)
 
 
+def _bad_authorities(conn: PgConnection) -> list[str]:
+    """Ids of jobs and occurrences whose stored authority is not a valid envelope."""
+    bad: list[str] = []
+    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+        for row in conn.execute(f"SELECT {key} AS id, authority_json FROM {table}"):
+            try:
+                read_stored_authority(row["authority_json"], f"{table} authority")
+            except SchedulerError:
+                bad.append(str(row["id"]))
+    return bad
+
+
 def verify_database(conn: PgConnection, schema: str) -> VerifyReport:
     """Every check for :meth:`~jobledger.Store.verify`: the newest catalog, and that every
     stored authority is a valid envelope (PostgreSQL itself enforces keys and constraints)."""
@@ -430,13 +449,7 @@ def verify_database(conn: PgConnection, schema: str) -> VerifyReport:
         checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
     else:
         checks.append(VerifyCheck("schema", True))
-    bad: list[str] = []
-    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
-        for row in conn.execute(f"SELECT {key} AS id, authority_json FROM {table}"):
-            try:
-                read_stored_authority(row["authority_json"], f"{table} authority")
-            except SchedulerError:
-                bad.append(str(row["id"]))
+    bad = _bad_authorities(conn)
     checks.append(
         VerifyCheck(
             "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}

@@ -8,10 +8,9 @@
 
 -- name: select_expired_final_leases
 SELECT occurrence_id, job_id, lease_owner, fence, attempt, max_attempts, kind
-FROM occurrences INDEXED BY jobledger_occurrences_leases
-WHERE status = 'running'
+FROM occurrences INDEXED BY jobledger_occurrences_final_leases
+WHERE status = 'running' AND attempt >= max_attempts
   AND lease_expires_at <= :now
-  AND attempt >= max_attempts
 ORDER BY lease_expires_at, occurrence_id
 LIMIT :limit
 
@@ -101,7 +100,9 @@ WHERE o.occurrence_id = :occurrence_id
 
 -- name: apply_claims
 -- Lease every picked row in one statement (:ids is a JSON array of occurrence ids). The claim
--- conditions are checked again, so a row that changed since it was picked is left alone.
+-- conditions are checked again, so a row that changed since it was picked is left alone. The
+-- unary + keeps SQLite from reading the status index for them (a walk of every live row)
+-- instead of looking the ids up by primary key.
 UPDATE occurrences
 SET status = 'running',
     attempt = attempt + 1,
@@ -113,8 +114,8 @@ SET status = 'running',
 WHERE occurrence_id IN (SELECT value FROM json_each(:ids))
   AND attempt < max_attempts
   AND (
-    (status IN ('queued', 'retry_wait') AND available_at <= :now)
+    (+status IN ('queued', 'retry_wait') AND available_at <= :now)
     OR
-    (status = 'running' AND lease_expires_at <= :now)
+    (+status = 'running' AND lease_expires_at <= :now)
   )
 RETURNING *

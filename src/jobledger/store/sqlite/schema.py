@@ -165,8 +165,8 @@ _V1_INDEXES = (
 )
 _V2_INDEXES = ("jobledger_requeues_occurrence", *_V1_INDEXES)
 _V3_INDEXES = (
+    "jobledger_occurrences_final_leases",
     "jobledger_occurrences_kind",
-    "jobledger_occurrences_leases",
     "jobledger_occurrences_ready",
     "jobledger_occurrences_ready_workspace",
     "jobledger_occurrences_status",
@@ -184,7 +184,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
     fingerprints={
         1: "cf244f675ac7430683f67046b57524eb6c14baa45d6463ed3f704be898fec887",
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
-        3: "08a84ae9157c3797239decbe238ffcb3138433c2c6f8e1d88daf92bbd19d5c33",
+        3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
@@ -372,6 +372,13 @@ class SQLiteSchema:
                     "Scheduler database contains broken foreign keys",
                     details={"count": broken_foreign_keys(conn)},
                 )
+            if full:
+                bad = _bad_authorities(conn)
+                if bad:
+                    raise SchemaCorrupt(
+                        "Scheduler database holds authorities that are not valid envelopes",
+                        details={"count": len(bad), "ids": bad[:10]},
+                    )
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -458,6 +465,18 @@ def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
     )
 
 
+def _bad_authorities(conn: sqlite3.Connection) -> list[str]:
+    """Ids of jobs and occurrences whose stored authority is not a valid envelope."""
+    bad: list[str] = []
+    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+        for row in _plain(conn).execute(f"SELECT {key}, authority_json FROM {table}"):
+            try:
+                read_stored_authority(row[1], f"{table} authority")
+            except SchedulerError:
+                bad.append(str(row[0]))
+    return bad
+
+
 def verify_database(conn: sqlite3.Connection) -> VerifyReport:
     """Every O(size) check, for :meth:`~jobledger.Store.verify` (the open runs only the O(1)
     catalog checks): SQLite's ``integrity_check``, foreign keys, the catalog of the newest
@@ -481,13 +500,7 @@ def verify_database(conn: sqlite3.Connection) -> VerifyReport:
         checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
     else:
         checks.append(VerifyCheck("schema", True))
-    bad: list[str] = []
-    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
-        for row in _plain(conn).execute(f"SELECT {key}, authority_json FROM {table}"):
-            try:
-                read_stored_authority(row[1], f"{table} authority")
-            except SchedulerError:
-                bad.append(str(row[0]))
+    bad = _bad_authorities(conn)
     checks.append(
         VerifyCheck(
             "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}

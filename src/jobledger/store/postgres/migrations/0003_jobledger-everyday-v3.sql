@@ -56,6 +56,12 @@ CREATE INDEX jobledger_occurrences_ready_workspace
   )
   WHERE status IN ('queued', 'retry_wait', 'running') AND runnable = 1
     AND workspace_id IS NOT NULL;
+-- Running final attempts only, by lease expiry: the sweep every claim makes for final attempts
+-- whose lease expired reads exactly those (v1's index held every running row).
+DROP INDEX scheduler_occurrences_lease;
+CREATE INDEX jobledger_occurrences_final_leases
+  ON occurrences (lease_expires_at, occurrence_id)
+  WHERE status = 'running' AND attempt >= max_attempts;
 -- Listing and counting for operators: by status, and by kind then status.
 CREATE INDEX jobledger_occurrences_status
   ON occurrences (status, created_at, occurrence_id);

@@ -94,10 +94,12 @@ CREATE INDEX jobledger_occurrences_ready_workspace
   )
   WHERE status IN ('queued', 'retry_wait', 'running') AND runnable = 1
     AND workspace_id IS NOT NULL;
--- Live leases: the expired-final-lease sweep, lease holders, and dead-worker recovery.
-CREATE INDEX jobledger_occurrences_leases
+-- Running final attempts only, by lease expiry: the sweep every claim makes for final attempts
+-- whose lease expired reads exactly those, however many other leases have expired (those are
+-- reclaimed through the ready index instead).
+CREATE INDEX jobledger_occurrences_final_leases
   ON occurrences(lease_expires_at, occurrence_id)
-  WHERE status = 'running';
+  WHERE status = 'running' AND attempt >= max_attempts;
 
 -- The planner's durable progress, one row per job whose trigger is a jobledger schedule, written
 -- by create_job/update_job in the transaction that writes the job revision.

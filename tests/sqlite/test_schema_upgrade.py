@@ -1,0 +1,354 @@
+"""Upgrading SQLite files to v3: v1 and v2 files keep every row, gain what v3 derives from
+their jobs, are copied first, and are refused unchanged without ``migrate``; concurrent first
+opens and concurrent upgrades converge on one v3 database with one migration history."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobledger
+from jobledger.errors import SchedulerError
+from jobledger.store.sqlite.schema import MIGRATIONS, SQLiteSchema, schema_fingerprint
+from jobledger.testing import FakeClock
+from tests.sqlite.handmade import (
+    MAKERS,
+    NOW,
+    V1_OCCURRENCE_COLUMNS,
+    listing,
+    make_v1,
+    open_at,
+    tamper,
+)
+from tests.sqlite.support import V1_CHECKSUM, pragma, read_only, sha256_file, table_rows
+
+V2_TABLES = ("events", "jobledger_requeues", "jobs", "migrations", "occurrences")
+OLD_TABLES = {1: ("events", "jobs", "migrations", "occurrences"), 2: V2_TABLES}
+HISTORY = [
+    (1, "scheduler-kernel-v1", V1_CHECKSUM),
+    (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum),
+    (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum),
+]
+
+
+def _rows(conn: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
+    if table == "jobledger_requeues":
+        cursor = conn.cursor()
+        cursor.row_factory = None
+        return cursor.execute("SELECT * FROM jobledger_requeues ORDER BY requeue_id").fetchall()
+    return table_rows(conn, table)
+
+
+def _snapshot(path: Path, version: int) -> dict[str, list[tuple[Any, ...]]]:
+    conn = read_only(path)
+    try:
+        return {table: _rows(conn, table) for table in OLD_TABLES[version]}
+    finally:
+        conn.close()
+
+
+def _derived(conn: sqlite3.Connection) -> dict[str, tuple[Any, ...]]:
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute("SELECT occurrence_id, kind, workspace_id, runnable FROM occurrences")
+    return {row[0]: tuple(row[1:]) for row in rows}
+
+
+# -- v1 → v3 and v2 → v3 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_old_file_is_upgraded_to_v3_keeping_every_row(version: int, tmp_path: Path) -> None:
+    path = tmp_path / "db" / f"v{version}.sqlite"
+    made = MAKERS[version](path)
+    before = _snapshot(path, version)
+
+    clock = FakeClock(NOW + 60_000)
+    store = open_at(path, clock)
+    try:
+        info = store.schema_info()
+        assert info.schema_version == 3
+        assert [(m.version, m.name, m.checksum) for m in info.migrations] == HISTORY
+        # the old rungs keep their applied_at; only the new ones are stamped now
+        applied = [NOW, NOW + 10][:version] + [NOW + 60_000] * (3 - version)
+        assert [m.applied_at for m in info.migrations] == applied
+        assert store.backup_path == path.with_name(f"v{version}.sqlite.v{version}.bak")
+
+        raw = store._connection.raw
+        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
+        assert pragma(raw, "user_version") == 3
+        for table in ("jobs", "events", *(("jobledger_requeues",) if version == 2 else ())):
+            assert _rows(raw, table) == before[table], table
+        # occurrences: the old columns exactly, then what v3 copied from each job
+        upgraded = _rows(raw, "occurrences")
+        assert [row[:V1_OCCURRENCE_COLUMNS] for row in upgraded] == before["occurrences"]
+        assert _derived(raw) == made["derived"]
+        for table in ("jobledger_schedules", "jobledger_workers", "jobledger_audit"):
+            assert raw.execute(f"SELECT COUNT(*) AS n FROM {table}").fetchone() == {"n": 0}
+        assert store.verify().ok
+
+        # through the public API: kinds on occurrences, history and dead letters intact
+        assert [store.get_occurrence(key).kind for key in made["derived"]] == [  # type: ignore[union-attr]
+            kind for kind, _, _ in made["derived"].values()
+        ]
+        job = store.get_job("job-v1")
+        assert job is not None
+        assert (job.payload, job.revision, job.enabled) == ({"to": "a"}, 1, True)
+        assert [o.id for o in store.list_dead_letters()] == [made["dead"]]
+        assert len(store.history(limit=200)) == made["events"]
+
+        # the upgraded file works: the disabled job's row is not claimable, a workspace claim
+        # finds the other, settle, then requeue the dead letter (a v2 feature) and cancel it
+        assert store.claim_next(owner_id="w2", lease_ms=1000, job_kind="sms") is None
+        claimed = store.claim_next(owner_id="w2", lease_ms=1000, workspace_id="ws-1")
+        assert claimed is not None
+        assert (claimed.id, claimed.kind) == (made["queued"], "email")
+        store.settle(occurrence_id=claimed.id, owner_id="w2", fence=1, outcome="succeeded")
+        requeued = store.requeue_dead_letter(
+            occurrence_id=made["dead"], expected_fence=made["dead_fence"], reason="r", actor="ops"
+        )
+        assert requeued.status == "retry_wait"
+        cancelled = store.cancel_occurrence(occurrence_id=made["dead"], actor="ops", reason="x")
+        assert cancelled.status == "cancelled"
+        assert store.verify().ok
+    finally:
+        store.close()
+
+    # the backup is the untouched old file
+    backup_path = path.with_name(f"v{version}.sqlite.v{version}.bak")
+    with read_only(backup_path) as backup:
+        assert pragma(backup, "user_version") == version
+        assert schema_fingerprint(backup) == MIGRATIONS[version - 1].fingerprint
+    backup.close()
+    assert _snapshot(backup_path, version) == before
+
+    # reopening is a plain open: no second backup
+    again = open_at(path, FakeClock(NOW + 120_000))
+    try:
+        assert again.backup_path is None
+        assert again.schema_info().migrations == info.migrations
+    finally:
+        again.close()
+    assert sorted(p.name for p in path.parent.glob("*.bak")) == [backup_path.name]
+
+
+def test_upgrade_does_not_overwrite_an_existing_backup(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "v1.sqlite"
+    make_v1(path)
+    existing = path.with_name("v1.sqlite.v1.bak")
+    existing.write_bytes(b"keep me")
+    store = open_at(path)
+    try:
+        assert store.backup_path == path.with_name("v1.sqlite.v1.1.bak")
+    finally:
+        store.close()
+    assert existing.read_bytes() == b"keep me"
+    with read_only(path.with_name("v1.sqlite.v1.1.bak")) as backup:
+        assert pragma(backup, "user_version") == 1
+    backup.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_old_file_without_migrate_is_refused_unchanged(version: int, tmp_path: Path) -> None:
+    path = tmp_path / "db" / f"v{version}.sqlite"
+    MAKERS[version](path)
+    digest = sha256_file(path)
+    with pytest.raises(SchedulerError) as refused:
+        open_at(path, migrate=False)
+    assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
+    assert refused.value.details == {"schemaVersion": version, "requiredVersion": 3}
+    assert "jobledger db migrate" in refused.value.message
+    assert sha256_file(path) == digest
+    assert listing(path.parent) == [path.name]
+
+
+@pytest.mark.parametrize(
+    ("version", "damage"),
+    [
+        (1, "DROP INDEX scheduler_occurrences_job;"),
+        (2, "DROP INDEX jobledger_requeues_occurrence;"),
+        (2, "DROP INDEX scheduler_occurrences_claim;"),
+        (2, "CREATE INDEX jobledger_occurrences_ready ON occurrences(status);"),
+    ],
+)
+def test_a_damaged_old_file_is_refused_before_any_backup(
+    version: int, damage: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "db" / f"v{version}.sqlite"
+    MAKERS[version](path)
+    tamper(damage)(path)
+    digest = sha256_file(path)
+    for migrate in (True, False):
+        with pytest.raises(SchedulerError) as refused:
+            open_at(path, migrate=migrate)
+        assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
+        assert f"v{version}" in refused.value.message
+    assert sha256_file(path) == digest
+    assert listing(path.parent) == [path.name]
+
+
+# -- concurrent first opens and upgrades -------------------------------------------------------
+
+
+def _settled(path: Path) -> sqlite3.Connection:
+    """A plain connection for checks after concurrent openers: when the last of them closed
+    while another was still opening, SQLite may rightly leave committed pages in the -wal
+    file, which an ``immutable`` read-only connection would not see."""
+    return sqlite3.connect(path)
+
+
+def _assert_single_schema(path: Path, applied_at: list[int]) -> None:
+    with _settled(path) as conn:
+        rows = table_rows(conn, "migrations")
+        assert [row[:3] for row in rows] == HISTORY
+        assert [row[3] for row in rows] == applied_at
+        assert schema_fingerprint(conn) == MIGRATIONS[2].fingerprint
+        assert pragma(conn, "user_version") == 3
+    conn.close()
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_concurrent_first_open_from_two_threads(round_: int, tmp_path: Path) -> None:
+    path = tmp_path / "db" / "shared.sqlite"
+    barrier = threading.Barrier(2)
+    results: list[Any] = [None, None]
+
+    def open_it(index: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            store = open_at(path)
+        except BaseException as exc:
+            results[index] = exc
+            return
+        try:
+            results[index] = store.schema_info()
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=open_it, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    assert not any(isinstance(r, BaseException) for r in results), results
+    assert results[0] == results[1]
+    assert results[0].schema_version == 3
+    _assert_single_schema(path, [NOW] * 3)
+
+
+def _open_in_process(path: str, barrier: Any, queue: Any) -> None:
+    barrier.wait(timeout=60)
+    try:
+        store = jobledger.open_store(path, clock=FakeClock(NOW))
+        try:
+            queue.put(("ok", store.schema_info().schema_version))
+        finally:
+            store.close()
+    except BaseException as exc:  # reported to the parent
+        queue.put(("error", repr(exc)))
+
+
+def test_concurrent_first_open_from_two_processes(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "shared.sqlite"
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    queue = context.Queue()
+    processes = [
+        context.Process(target=_open_in_process, args=(str(path), barrier, queue)) for _ in range(2)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = [queue.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert outcomes == [("ok", 3), ("ok", 3)]
+    _assert_single_schema(path, [NOW] * 3)
+
+
+def _upgrade_in_process(paths: list[str], barrier: Any, queue: Any) -> None:
+    for path in paths:
+        barrier.wait(timeout=60)
+        try:
+            store = jobledger.open_store(path, clock=FakeClock(NOW + 1))
+            try:
+                queue.put(("ok", store.schema_info().schema_version))
+            finally:
+                store.close()
+        except BaseException as exc:  # reported to the parent
+            queue.put(("error", repr(exc)))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_concurrent_upgrade_of_an_old_file_from_three_processes(
+    version: int, tmp_path: Path
+) -> None:
+    """Several processes opening the same old file at once: every one succeeds, it is
+    upgraded once, and one backup is kept."""
+    rounds, workers = 12, 3
+    paths = [tmp_path / f"round-{i}" / f"v{version}.sqlite" for i in range(rounds)]
+    for path in paths:
+        MAKERS[version](path)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    queue = context.Queue()
+    processes = [
+        context.Process(target=_upgrade_in_process, args=([str(p) for p in paths], barrier, queue))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = [queue.get(timeout=120) for _ in range(rounds * workers)]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert outcomes == [("ok", 3)] * (rounds * workers)
+    for path in paths:
+        _assert_single_schema(path, [NOW, NOW + 10][:version] + [NOW + 1] * (3 - version))
+        with _settled(path) as conn:
+            assert len(table_rows(conn, "jobs")) == 2
+            assert len(table_rows(conn, "occurrences")) == 3
+        conn.close()
+        backups = sorted(path.parent.glob("*.bak"))
+        # Only the opener that ran the upgrade keeps its backup; the others remove theirs.
+        assert len(backups) == 1
+        with read_only(backups[0]) as copy:
+            assert pragma(copy, "user_version") == version
+            assert schema_fingerprint(copy) == MIGRATIONS[version - 1].fingerprint
+        copy.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_file(
+    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What concurrent opens can interleave into, made deterministic: this open reads the old
+    history, then another opener upgrades the file before this one verifies it."""
+    path = tmp_path / "db" / f"v{version}.sqlite"
+    MAKERS[version](path)
+    read_history = SQLiteSchema.read_history
+    raced: list[Path | None] = []
+
+    def read_then_lose_the_race(schema: SQLiteSchema) -> list[dict[str, Any]] | None:
+        history = read_history(schema)
+        if not raced:
+            raced.append(None)
+            other = open_at(path)  # its own reads of the history go straight through
+            raced[0] = other.backup_path
+            other.close()
+        return history
+
+    monkeypatch.setattr(SQLiteSchema, "read_history", read_then_lose_the_race)
+    store = open_at(path)
+    try:
+        assert store.schema_info().schema_version == 3
+        assert raced[0] is not None  # the other opener upgraded and kept its backup
+        assert store.backup_path is None
+    finally:
+        store.close()

@@ -1,0 +1,211 @@
+"""Every named query runs on every store.
+
+The SQL lives in named blocks (``store/queries.sql`` plus one file per dialect); a block that no
+operation runs is dead text that still has to be kept correct in two dialects, and a block that
+only one store runs is a dialect difference nobody exercises. A representative workload through
+the public API (jobs, enqueues, every kind of claim, leases, settlement, operator actions,
+retention, statistics, workers, the planner, ``verify``) must run each name at least once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobledger
+from jobledger import EnqueueRequest, Renewal, Settlement
+from jobledger.schedules import Every, MisfirePolicy, Once, schedule_json
+from jobledger.schedules.planner import Planner
+from jobledger.store.postgres import store as pg_store
+from jobledger.store.sqlite import store as sqlite_store
+from jobledger.testing import FakeClock
+
+MINUTE = 60_000
+
+
+def _authority(workspace: str | None = None) -> dict[str, Any]:
+    authority: dict[str, Any] = {"principal": {"type": "user", "id": "tester"}}
+    if workspace is not None:
+        authority["workspaceId"] = workspace
+    return authority
+
+
+@pytest.fixture
+def recorded(backend: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The names of the queries the store runs from now on (executions, not mentions)."""
+    names: set[str] = set()
+    if backend == "sqlite":
+        tx = sqlite_store._SQLiteTx
+        for method in ("one", "all", "run", "many", "rows_many"):
+            original = getattr(tx, method)
+
+            def recording(
+                self: Any,
+                query: str,
+                params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+                _original: Callable[..., Any] = original,
+                _batch: bool = method in ("many", "rows_many"),
+            ) -> Any:
+                if not _batch or params:
+                    names.add(query)
+                return _original(self, query, params)
+
+            monkeypatch.setattr(tx, method, recording)
+    else:
+        execute = pg_store._PostgresTx._execute
+
+        def recording_execute(self: Any, query: str, params: Any, *, many: bool = False) -> Any:
+            names.add(query)
+            return execute(self, query, params, many=many)
+
+        monkeypatch.setattr(pg_store._PostgresTx, "_execute", recording_execute)
+    return names
+
+
+def _workload(store: jobledger.Store, clock: FakeClock) -> None:
+    """Something of everything, in the order an installation would do it."""
+    now = clock()
+    # jobs: plain ones (one in a workspace) and schedules the planner will plan
+    store.create_job(id="mail", kind="mail", authority=_authority("ws-1"), max_attempts=2)
+    store.create_job(id="sms", kind="sms", authority=_authority(), max_attempts=1)
+    store.create_job(
+        id="tick",
+        kind="tick",
+        authority=_authority(),
+        trigger=schedule_json(Every(timedelta(minutes=1)), MisfirePolicy(misfire="skip")),
+    )
+    at = datetime.fromtimestamp((now + 2 * MINUTE) / 1000, tz=UTC)
+    store.create_job(
+        id="once", kind="tick", authority=_authority(), trigger=schedule_json(Once(at))
+    )
+    store.get_job("mail")
+    store.list_jobs()
+    # disabling and re-enabling a job keeps its live occurrences in step
+    first = store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key="s-1")
+    store.update_job("sms", expected_revision=1, patch={"enabled": False})
+    store.update_job("sms", expected_revision=2, patch={"enabled": True})
+
+    # enqueue: single (twice: the second finds the first by its idempotency key), once per
+    # trigger (twice: the second finds the first by its trigger), batch
+    later = now + 1_000 * MINUTE
+    store.enqueue_occurrence(job_id="mail", scheduled_for=later, trigger_key="dup")
+    again = store.enqueue_occurrence(job_id="mail", scheduled_for=later, trigger_key="dup")
+    assert again.deduplicated
+    store.enqueue_occurrence_once_per_trigger(job_id="mail", scheduled_for=now, trigger_key="m")
+    store.enqueue_occurrence_once_per_trigger(job_id="mail", scheduled_for=now, trigger_key="m")
+    store.enqueue_batch(
+        [
+            EnqueueRequest(job_id="mail", scheduled_for=now - 10 + i, trigger_key=f"b-{i}")
+            for i in range(6)
+        ]
+    )
+    store.get_occurrence(first.id)
+    store.list_occurrences_by_trigger(job_id="sms", trigger_key="s-1")
+
+    # claims: by kind, kinds, workspace, any kind, a batch, one named occurrence
+    one = store.claim_next(owner_id="w1", lease_ms=MINUTE, job_kind="sms")
+    two = store.claim_next(owner_id="w1", lease_ms=MINUTE, kinds=["mail", "sms"])
+    three = store.claim_next(owner_id="w1", lease_ms=MINUTE, workspace_id="ws-1")
+    four = store.claim_next(owner_id="w2", lease_ms=MINUTE)
+    batch = store.claim_batch(
+        owner_id="w2", lease_ms=MINUTE, limit=2, job_kind="mail", workspace_id="ws-1"
+    )
+    target = store.enqueue_occurrence(job_id="mail", scheduled_for=now, trigger_key="target")
+    named = store.claim_occurrence(occurrence_id=target.id, owner_id="w3", lease_ms=MINUTE)
+    assert None not in (one, two, three, four, named) and len(batch) == 2
+    assert one is not None and two is not None and three is not None and four is not None
+    assert named is not None
+
+    # leases: renew, renew a batch, settle (success; sms has one attempt: dead letter),
+    # settle a batch, release, expire a dead owner's leases
+    store.renew(occurrence_id=two.id, owner_id="w1", fence=two.fence, lease_ms=2 * MINUTE)
+    store.renew_batch([Renewal(b.id, "w2", b.fence, 2 * MINUTE) for b in batch])
+    store.settle(occurrence_id=two.id, owner_id="w1", fence=two.fence, outcome="succeeded")
+    dead = store.settle(
+        occurrence_id=one.id, owner_id="w1", fence=one.fence, outcome="failed", error={"e": 1}
+    )
+    assert dead.status == "dead_letter"
+    store.settle_batch([Settlement(b.id, "w2", b.fence, "failed", error={"e": 2}) for b in batch])
+    store.release_lease(
+        occurrence_id=three.id, owner_id="w1", fence=three.fence, reason="shutting down"
+    )
+    store.expire_leases_of("w3", reason="worker gone")
+
+    # a final attempt whose lease runs out is dead-lettered by the next claim's sweep
+    store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key="s-2")
+    assert store.claim_next(owner_id="w5", lease_ms=MINUTE, job_kind="sms") is not None
+    clock.advance(10 * MINUTE)
+    store.claim_next(owner_id="w4", lease_ms=MINUTE, job_kind="nothing-here")
+
+    # operator actions
+    store.requeue_dead_letter(
+        occurrence_id=dead.id, expected_fence=dead.fence, reason="fixed", actor="ops"
+    )
+    store.cancel_occurrence(occurrence_id=dead.id, actor="ops", reason="not needed")
+
+    # the planner: plans the schedules' due slots (skipping the missed ones), then explains
+    Planner(store).tick()
+    clock.advance(5 * MINUTE)
+    Planner(store).tick()
+    store.schedule_state("tick")
+
+    # reads for operators
+    store.history()
+    store.history(job_id="mail")
+    store.history(occurrence_id=dead.id)
+    store.history(occurrence_id=dead.id, job_id="sms")
+    page = store.events(job_id="mail", limit=3)
+    store.events(after_id=page[-1].event_id)
+    store.list_dead_letters()
+    store.list_dead_letters(job_id="mail")
+    store.list_occurrences()
+    store.list_occurrences(status="queued")
+    store.list_occurrences(kind="mail")
+    store.list_occurrences(job_id="mail")
+    store.count_occurrences()
+    store.count_occurrences(job_id="mail")
+    store.lease_holders()
+    store.oldest_due()
+    store.throughput(since=0)
+
+    # workers
+    store.register_worker(worker_id="w1", hostname="host", pid=1, info={"kinds": ["mail"]})
+    store.touch_worker("w1")
+    store.stop_worker("w1")
+    store.list_workers()
+
+    # retention, removal, audit, verification
+    clock.advance(60 * MINUTE)
+    store.prune(before=clock(), actor="ops")
+    sms = store.get_job("sms")
+    assert sms is not None
+    store.remove_job("sms", expected_revision=sms.revision, actor="ops", reason="retired")
+    store.audit_log()
+    assert store.verify().ok
+
+
+# Blocks that no store operation runs (dead text in the query files) would be listed here; there
+# are none, and the test fails as soon as one appears.
+NO_OPERATION_RUNS: set[str] = set()
+
+
+def test_every_named_query_runs_during_a_representative_workload(
+    backend: str,
+    store_factory: Callable[..., jobledger.Store],
+    clock: FakeClock,
+    recorded: set[str],
+) -> None:
+    _workload(store_factory(), clock)
+    queries = sqlite_store.QUERIES if backend == "sqlite" else pg_store.QUERIES
+    never_run = set(queries) - recorded
+    assert sorted(never_run) == sorted(NO_OPERATION_RUNS), (
+        f"named queries no operation ran on {backend}: {sorted(never_run)}"
+    )
+    assert recorded <= set(queries)
+
+
+def test_both_dialects_name_the_same_queries() -> None:
+    assert sqlite_store.QUERIES.keys() == pg_store.QUERIES.keys()
