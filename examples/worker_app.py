@@ -1,21 +1,20 @@
-"""A small App for `jobledger worker examples.worker_app:app`.
+"""A small App whose work is enqueued by hand: ``jobledger worker examples.worker_app:app``.
 
-The store comes from $JOBLEDGER_STORE (default: jobs/ledger.sqlite3). Try:
+The store is ``$JOBLEDGER_DB`` if set, else the ``jobledger`` command's default store. Try, from
+the repository root:
 
-    export JOBLEDGER_STORE=jobs/ledger.sqlite3
-    jobledger create-job --id greet-ada --kind greet --principal user:ada \\
-        --payload '{"name": "Ada"}'
-    jobledger enqueue greet-ada --at "$(date +%s)000" --trigger-key manual:1
-    jobledger worker examples.worker_app:app      # Ctrl-C to stop gracefully
+    jobledger db init
+    jobledger job add greet-ada --kind greet --payload '{"name": "Ada"}'
+    jobledger enqueue greet-ada
+    jobledger worker examples.worker_app:app --until-idle
     jobledger history --job greet-ada
 """
 
-import os
 
 import jobledger
 
 app = jobledger.App(
-    os.environ.get("JOBLEDGER_STORE", "jobs/ledger.sqlite3"),
+    jobledger.default_store_target(),  # $JOBLEDGER_DB, else the default file
     name="example-worker",
     authorize=jobledger.allow_all,
 )

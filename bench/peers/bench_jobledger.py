@@ -99,6 +99,7 @@ def worker_extra(args: Any) -> list[str]:
 def worker_cmd(args: Any) -> list[str]:
     return [
         common.venv_bin("jobledger"),
+        "--json",  # the exit summary as JSON on stdout (checked after every run)
         "worker",
         "peers_jobledger_app:app",
         "--concurrency",

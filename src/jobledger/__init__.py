@@ -65,6 +65,7 @@ from .models import (
     WorkerRecord,
 )
 from .options import WorkerOptions
+from .paths import default_store_target
 from .retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
 from .runtime import RunResult, Runtime, RuntimeRunSummary
 from .schedules import Cron, Every, MisfirePolicy, Once, parse_trigger
@@ -151,6 +152,7 @@ __all__ = [
     "__version__",
     "allow_all",
     "canonical_json",
+    "default_store_target",
     "derive_occurrence_identity",
     "normalize_authority",
     "open_store",

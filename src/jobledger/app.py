@@ -103,6 +103,16 @@ class App:
     # -- store -------------------------------------------------------------------------------
 
     @property
+    def target(self) -> str | Path | Store:
+        """What the app was given: a path or URL it opens, or an open store."""
+        return self._target
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """The options the app passes to :func:`jobledger.open_store` (a copy)."""
+        return dict(self._store_options)
+
+    @property
     def store(self) -> Store:
         """The store, opened on first use."""
         with self._lock:

@@ -494,8 +494,18 @@ class Worker:
 
     @property
     def summary(self) -> WorkerSummary:
-        """Counts so far (the same object :meth:`run` returns)."""
-        return self._summary
+        """A consistent copy of the counts so far (safe to read while the worker runs)."""
+        with self._lock:
+            current = self._summary
+            return WorkerSummary(
+                statuses=Counter(current.statuses),
+                released=list(current.released),
+                forced=current.forced,
+                claim_transactions=current.claim_transactions,
+                settle_transactions=current.settle_transactions,
+                plans=current.plans,
+                reaped=current.reaped,
+            )
 
 
 def _version() -> str:

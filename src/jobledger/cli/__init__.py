@@ -1,138 +1,205 @@
-"""The ``jobledger`` command: inspect and operate a store from a shell.
+"""The ``jobledger`` command: operate a store from a terminal — inspect, explain, act, run.
 
-A thin shell over the public API (no SQL here). Every command takes the store target with
-``--store`` (or ``$JOBLEDGER_STORE``): a SQLite path, ``sqlite:///…``, or ``postgresql://…``.
-Output is JSON on stdout; errors are ``error: <CODE>: <message>`` on stderr with exit status 2
-for bad input and 1 for everything else.
+A thin shell over the public API (no SQL here), one module per command group::
+
+    jobledger db init | info | verify | migrate | prune      (db.py)
+    jobledger job list | show | add | update | enable | disable | remove   (jobs.py)
+    jobledger enqueue JOB                                    (enqueue.py)
+    jobledger occurrence list | show;  jobledger cancel      (occurrences.py)
+    jobledger dead-letter list | requeue                     (dead_letters.py)
+    jobledger history [--follow];  jobledger audit           (history.py)
+    jobledger explain JOB;  jobledger plan                   (explain.py)
+    jobledger stats                                          (stats.py)
+    jobledger worker MODULE:APP                              (worker.py)
+    jobledger web                                            (web.py; the dashboard's extra)
+
+Global options (before or after the command): ``--db``, ``--json``, ``--tz``, ``--actor``,
+``--yes``, ``--pg-schema``, ``--debug``. Tables for people by default; ``--json`` prints one
+document with stable camelCase keys. Errors are one line, ``error: <CODE>: <message>``, with a
+meaningful exit status (:mod:`jobledger.cli.errors`). See ``docs/cli.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
-from typing import Any
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
 
-from ..errors import InvalidArgument, SchedulerError
-from . import commands
+from ..errors import SchedulerError
+from ..paths import default_target, resolve_target
+from . import db, dead_letters, enqueue, explain, history, jobs, occurrences, stats, web, worker
+from .context import Context, default_actor
+from .errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    INTERNAL_ERROR,
+    INTERRUPTED,
+    error_lines,
+    exit_code_for,
+)
+from .parsing import CommandParser, HelpFormatter, UsageError, add_global_options
+from .timefmt import parse_zone
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "default_target", "main"]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+DESCRIPTION = """\
+Operate a jobledger store: inspect it, explain schedules, act on occurrences, run workers.
+
+The store is --db (a SQLite path, sqlite:///path or postgresql://…), else $JOBLEDGER_DB, else
+the embedded SQLite store in your data directory. Only `db init`, `db migrate` and
+`worker --migrate` create or upgrade a store. Global options may also follow the command.
+Exit status: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 store missing or needs
+migration, 130 interrupted.
+"""
 
 
-def _json_argument(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+_VALUED_GLOBALS = frozenset({"--db", "--tz", "--actor", "--pg-schema"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of a command line (skipping global options and their values)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED_GLOBALS:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(*, mount_web: bool = True) -> CommandParser:
+    """The whole command tree (each module registers its group).
+
+    ``mount_web=False`` leaves ``jobledger web``'s own arguments out (a stub with the same help
+    line): they load the dashboard's dependencies, which only ``web`` needs.
+    """
+    parser = CommandParser(
         prog="jobledger",
-        description="Inspect and operate a jobledger store.",
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--store",
-        default=os.environ.get("JOBLEDGER_STORE"),
-        help="store target: a SQLite path, sqlite:///path or postgresql://… "
-        "(default: $JOBLEDGER_STORE)",
+    add_global_options(parser, hidden=False)
+    parser.add_argument("--version", action="version", version=f"jobledger {_version()}")
+    commands = parser.add_subparsers(
+        title="commands", dest="command", required=True, metavar="COMMAND"
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    sub.add_parser("schema", help="create or upgrade the store and print its schema info")
-
-    job_create = sub.add_parser("create-job", help="create a job")
-    job_create.add_argument("--id", required=True)
-    job_create.add_argument("--kind", required=True)
-    job_create.add_argument(
-        "--principal", required=True, help="who the job acts for, as TYPE:ID (e.g. user:alice)"
-    )
-    job_create.add_argument("--workspace", help="authority workspaceId")
-    job_create.add_argument("--tenant", help="authority tenantId")
-    job_create.add_argument("--payload", type=_json_argument, default=None, help="JSON payload")
-    job_create.add_argument("--trigger", type=_json_argument, default=None, help="JSON trigger")
-    job_create.add_argument("--max-attempts", type=int, default=3)
-    job_create.add_argument("--disabled", action="store_true", help="create it disabled")
-
-    job_show = sub.add_parser("job", help="print a job")
-    job_show.add_argument("job_id")
-
-    for name, enabled in (("enable-job", True), ("disable-job", False)):
-        toggle = sub.add_parser(name, help=f"{'enable' if enabled else 'disable'} a job (CAS)")
-        toggle.add_argument("job_id")
-        toggle.add_argument("--expected-revision", type=int, required=True)
-        toggle.set_defaults(enabled=enabled)
-
-    enqueue = sub.add_parser("enqueue", help="enqueue one firing of a job (idempotent)")
-    enqueue.add_argument("job_id")
-    enqueue.add_argument(
-        "--at", required=True, help="scheduled instant: epoch ms or an ISO 8601 time with offset"
-    )
-    enqueue.add_argument("--trigger-key", required=True, help="names the firing, e.g. manual:1")
-    enqueue.add_argument("--payload", type=_json_argument, help="JSON payload override")
-
-    show = sub.add_parser("occurrence", help="print an occurrence")
-    show.add_argument("occurrence_id")
-
-    history = sub.add_parser("history", help="print audit events, newest first")
-    history.add_argument("--job")
-    history.add_argument("--occurrence")
-    history.add_argument("--limit", type=int, default=50)
-
-    dead = sub.add_parser("dead-letters", help="list dead letters, most recent first")
-    dead.add_argument("--job")
-    dead.add_argument("--limit", type=int, default=50)
-
-    requeue = sub.add_parser("requeue", help="give a dead letter exactly one more attempt")
-    requeue.add_argument("occurrence_id")
-    requeue.add_argument("--fence", type=int, required=True, help="the dead letter's fence")
-    requeue.add_argument("--reason", required=True)
-    requeue.add_argument("--actor", required=True, help="who is requeueing (recorded)")
-
-    worker = sub.add_parser("worker", help="run a worker for the handlers of an App")
-    worker.add_argument("app", help="the App object to run, as module:attribute")
-    worker.add_argument("--concurrency", type=int, default=4)
-    worker.add_argument("--grace-period", type=float, default=30.0, help="seconds")
+    for module in (
+        db,
+        jobs,
+        enqueue,
+        occurrences,
+        dead_letters,
+        history,
+        explain,
+        stats,
+        worker,
+    ):
+        module.register(commands)
+    web.register(commands, mount=mount_web)
     return parser
 
 
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
-def _print(value: Any) -> None:
-    json.dump(_plain(value), sys.stdout, indent=2, ensure_ascii=False, sort_keys=False)
-    sys.stdout.write("\n")
+def _context(
+    args: object,
+    *,
+    env: Mapping[str, str],
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    sleep: Callable[[float], None],
+) -> Context:
+    target, source = resolve_target(getattr(args, "db", None), env)
+    zone_name = getattr(args, "tz", None)
+    actor = getattr(args, "actor", None)
+    return Context(
+        target=target,
+        target_source=source,
+        json=bool(getattr(args, "json", False)),
+        zone=parse_zone(zone_name) if zone_name else parse_zone("UTC"),
+        debug=bool(getattr(args, "debug", False)),
+        yes=bool(getattr(args, "yes", False)),
+        actor=actor if actor is not None else default_actor(),
+        pg_schema=getattr(args, "pg_schema", None),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        sleep=sleep,
+    )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], Any] = commands.HANDLERS[args.command]
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return the exit status.
+
+    ``env``, the streams and ``sleep`` default to the process's; tests inject them.
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    words = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in words
+    ctx: Context | None = None
     try:
-        if args.command != "worker" and not args.store:
-            raise InvalidArgument("no store given: pass --store or set JOBLEDGER_STORE")
-        result = handler(args)
-    except SchedulerError as exc:
-        sys.stderr.write(f"error: {exc.code}: {exc.message}\n")
-        if exc.details:
-            sys.stderr.write(f"details: {json.dumps(exc.details, ensure_ascii=False)}\n")
-        return EXIT_USAGE if isinstance(exc, InvalidArgument) else EXIT_FAILURE
-    if result is not None:
+        wants_web = _command_of(words) == "web"
+        if wants_web and not web.available():
+            web.run_missing()  # before parsing: the dashboard's arguments are unknown without it
         try:
-            _print(result)
-        except BrokenPipeError:
-            # The reader (e.g. `| head`) went away; that is not an error of ours.
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the closed stream
-    return EXIT_OK
+            args = build_parser(mount_web=wants_web).parse_args(words)
+        except SystemExit as exc:  # --help, --version: argparse printed and exits
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        ctx = _context(
+            args,
+            env=os.environ if env is None else env,
+            stdin=stdin or sys.stdin,
+            stdout=out,
+            stderr=err,
+            sleep=sleep or time.sleep,
+        )
+        debug = ctx.debug
+        code: int = args.handler(ctx, args)
+        return code
+    except SchedulerError as exc:
+        if debug:
+            traceback.print_exception(exc, file=err)
+        default = ctx is not None and ctx.uses_default_target
+        for line in error_lines(exc, default_target=default):
+            err.write(line + "\n")
+        if isinstance(exc, UsageError):
+            err.write(f"hint: see `{exc.prog} --help`\n")
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        err.write(f"\nerror: {INTERRUPTED}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`jobledger history | head`): not an error of ours. Point stdout
+        # at devnull so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(devnull, out.fileno())
+        return 0
+    except Exception as exc:  # a bug: still one coded line, the traceback with --debug
+        if debug:
+            traceback.print_exception(exc, file=err)
+        internal = SchedulerError(f"{type(exc).__name__}: {exc}", code=INTERNAL_ERROR)
+        for line in error_lines(internal):
+            err.write(line + "\n")
+        return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -414,13 +415,16 @@ def _event_id(value: object, field: str) -> int:
     return value
 
 
+_DIGITS = re.compile("[0-9]{1,16}")
+
+
 def _parse_cursor(cursor: object) -> tuple[int | None, str | None]:
     if cursor is None:
         return None, None
     if not isinstance(cursor, str):
         raise InvalidArgument("cursor must be a string from a previous page")
     at, dot, occurrence_id = cursor.partition(".")
-    if not dot or not at.isdigit() or not occurrence_id.startswith("occ_"):
+    if not dot or not _DIGITS.fullmatch(at) or not occurrence_id.startswith("occ_"):
         raise InvalidArgument(
             "cursor is not one a previous page returned", details={"field": "cursor"}
         )

@@ -1,0 +1,145 @@
+"""``jobledger dead-letter list | requeue``: the failures that ran out of attempts."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..contract import MAX_HISTORY_LIMIT
+from ..errors import InvalidArgument
+from ..store import Store
+from .bulk import apply_each
+from .context import Context
+from .occurrences import get_occurrence
+from .output import occurrence_json, occurrences_table
+from .parsing import UsageError, add_command, add_group, positive_arg
+
+__all__ = ["register"]
+
+PAGE = 1000
+
+
+def register(subparsers: Any) -> None:
+    commands = add_group(
+        subparsers,
+        "dead-letter",
+        aliases=("dead-letters",),
+        help="list dead letters and requeue them (one more attempt each)",
+    )
+    listing = add_command(
+        commands, "list", aliases=("ls",), help="dead letters, most recently settled first"
+    )
+    listing.add_argument("--job", metavar="JOB", help="only this job's dead letters")
+    listing.add_argument(
+        "--limit",
+        metavar="N",
+        type=positive_arg,
+        default=50,
+        help=f"at most N, 1..{MAX_HISTORY_LIMIT} (default: 50)",
+    )
+    listing.set_defaults(handler=run_list)
+
+    requeue = add_command(
+        commands,
+        "requeue",
+        help="give dead letters exactly one more attempt (audited)",
+        description=(
+            "Give dead letters exactly one more attempt: each becomes retry_wait, claimable now,\n"
+            "with its attempt count, fence and last error kept. Name them, or take --all (of\n"
+            "--job). Each requeue is checked against the dead letter's fence as read here\n"
+            "(--expected-fence to pin it), so two operators cannot requeue one failure twice\n"
+            "(SCHEDULER_REQUEUE_EVIDENCE_CONFLICT, exit 4). --actor and --reason are recorded.\n"
+            "Several at once ask for confirmation unless --yes; progress goes to stderr."
+        ),
+    )
+    requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*")
+    requeue.add_argument("--all", action="store_true", help="every dead letter (of --job)")
+    requeue.add_argument("--job", metavar="JOB", help="with --all: only this job's dead letters")
+    requeue.add_argument("--reason", required=True, help="why (recorded in the audit log)")
+    requeue.add_argument(
+        "--expected-fence",
+        metavar="N",
+        type=positive_arg,
+        help="with one OCCURRENCE: refuse unless it is a dead letter at this fence",
+    )
+    requeue.set_defaults(handler=run_requeue)
+
+
+def run_list(ctx: Context, args: argparse.Namespace) -> int:
+    if args.limit > MAX_HISTORY_LIMIT:
+        raise InvalidArgument(
+            f"--limit must be at most {MAX_HISTORY_LIMIT}", details={"field": "--limit"}
+        )
+    with ctx.open_store() as store:
+        dead = store.list_dead_letters(job_id=args.job, limit=args.limit)
+    document = {"occurrences": [occurrence_json(o) for o in dead]}
+    ctx.emit(document, lambda: occurrences_table(ctx, dead) if dead else "no dead letters")
+    return 0
+
+
+def _all_dead_letters(store: Store, job_id: str | None) -> dict[str, int]:
+    """Every dead letter (of ``job_id``) and its fence, read page by page before acting."""
+    found: dict[str, int] = {}
+    cursor: str | None = None
+    while True:
+        page = store.list_occurrences(
+            status="dead_letter", job_id=job_id, limit=PAGE, cursor=cursor
+        )
+        for occurrence in page.items:
+            found[occurrence.id] = occurrence.fence
+        cursor = page.next_cursor
+        if cursor is None:
+            return found
+
+
+def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
+    prog = "jobledger dead-letter requeue"
+    if args.all == bool(args.occurrence_ids):
+        raise UsageError("name the dead letters to requeue, or pass --all (not both)", prog=prog)
+    if args.job is not None and not args.all:
+        raise UsageError("--job applies only with --all", prog=prog)
+    if args.expected_fence is not None and len(args.occurrence_ids) != 1:
+        raise UsageError("--expected-fence applies to exactly one OCCURRENCE", prog=prog)
+    with ctx.open_store() as store:
+        if args.all:
+            fences = _all_dead_letters(store, args.job)
+            scope = f" of job {args.job}" if args.job else ""
+            if not fences:
+                ctx.emit(
+                    {"requeued": [], "failed": [], "actor": ctx.actor}, f"no dead letters{scope}"
+                )
+                return 0
+            ctx.confirm(f"Requeue all {len(fences)} dead letter(s){scope}?")
+        else:
+            targets = list(dict.fromkeys(args.occurrence_ids))
+            if len(targets) > 1:
+                ctx.confirm(f"Requeue {len(targets)} dead letters?")
+            fences = {}
+            for key in targets:
+                fences[key] = -1  # read just before each requeue, below
+
+        def requeue(key: str) -> Any:
+            fence = fences[key]
+            if args.expected_fence is not None:
+                fence = args.expected_fence
+            elif fence < 0:
+                fence = get_occurrence(store, key).fence
+            return store.requeue_dead_letter(
+                occurrence_id=key, expected_fence=fence, reason=args.reason, actor=ctx.actor
+            )
+
+        outcome = apply_each(ctx, list(fences), requeue, verb="requeued")
+    document = {**outcome.document("requeued"), "actor": ctx.actor}
+
+    def text() -> str:
+        lines = [
+            f"requeued {o.id} (job {o.job_id}): attempt {o.attempt + 1} of {o.max_attempts} "
+            "is claimable now"
+            for o in outcome.done
+        ]
+        if outcome.failed:
+            lines.append(f"{len(outcome.failed)} could not be requeued (see above)")
+        return "\n".join(lines)
+
+    ctx.emit(document, text)
+    return outcome.exit_code()

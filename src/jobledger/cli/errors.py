@@ -1,0 +1,143 @@
+"""How the ``jobledger`` command fails: exit statuses, one-line coded errors, hints.
+
+Every failure prints exactly one line ``error: <CODE>: <message>`` on stderr, sometimes followed by
+one ``hint: …`` line, and exits with a status that says what kind of failure it was:
+
+====  ==========================================================================================
+0     success
+1     failure: a coded error that is none of the below (e.g. ``SCHEDULER_JOB_DISABLED`` is 4,
+      ``SCHEDULER_LEASE_LOST`` is 1), a failed ``db verify``, a declined confirmation, a bug
+2     usage: an unknown command or option, an invalid value (``SCHEDULER_INVALID_ARGUMENT``),
+      a confirmation needed but stdin is not a terminal (``SCHEDULER_CONFIRMATION_REQUIRED``)
+3     not found: the job or occurrence named does not exist (``SCHEDULER_NOT_FOUND``)
+4     conflict: the store's state refuses the action (``SCHEDULER_*_CONFLICT``, revision
+      conflicts, a job with live occurrences, a disabled job, an idempotency payload mismatch)
+5     the store cannot be used as it is: missing (``SCHEDULER_STORE_NOT_FOUND``), needs
+      ``jobledger db migrate`` (``SCHEDULER_MIGRATION_REQUIRED``), unknown or damaged schema,
+      storage unavailable, unsafe path, corrupt data
+130   interrupted (Ctrl-C)
+====  ==========================================================================================
+
+A traceback is printed only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..errors import (
+    Conflict,
+    DataCorrupt,
+    InvalidArgument,
+    JobDisabled,
+    NotFound,
+    SchedulerError,
+    SchemaError,
+    StorageUnavailable,
+    StoreClosed,
+    StoreNotFound,
+    UnsafePath,
+)
+
+__all__ = [
+    "ABORTED",
+    "APP_IMPORT_FAILED",
+    "CONFIRMATION_REQUIRED",
+    "EXIT_CONFLICT",
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "INTERNAL_ERROR",
+    "INTERRUPTED",
+    "VERIFY_FAILED",
+    "error_lines",
+    "exit_code_for",
+]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_NOT_FOUND: Final = 3
+EXIT_CONFLICT: Final = 4
+EXIT_UNAVAILABLE: Final = 5
+EXIT_INTERRUPTED: Final = 130
+
+# Codes only the command line raises (the library's codes come from jobledger.errors).
+CONFIRMATION_REQUIRED: Final = "SCHEDULER_CONFIRMATION_REQUIRED"
+ABORTED: Final = "SCHEDULER_ABORTED"
+VERIFY_FAILED: Final = "SCHEDULER_VERIFY_FAILED"
+INTERRUPTED: Final = "SCHEDULER_INTERRUPTED"
+INTERNAL_ERROR: Final = "SCHEDULER_INTERNAL_ERROR"
+APP_IMPORT_FAILED: Final = "SCHEDULER_APP_IMPORT_FAILED"
+
+_USAGE_CODES: Final = frozenset({CONFIRMATION_REQUIRED})
+_CONFLICT_CODES: Final = frozenset({"SCHEDULER_JOB_HAS_LIVE_OCCURRENCES"})
+
+
+def exit_code_for(error: SchedulerError) -> int:
+    """The exit status for a coded error (see the module docstring)."""
+    if isinstance(error, InvalidArgument) or error.code in _USAGE_CODES:
+        return EXIT_USAGE
+    if isinstance(error, StoreNotFound | SchemaError | StorageUnavailable | StoreClosed):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, UnsafePath | DataCorrupt):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(error, Conflict | JobDisabled) or error.code in _CONFLICT_CODES:
+        return EXIT_CONFLICT
+    if error.code.endswith("_CONFLICT"):
+        return EXIT_CONFLICT
+    return EXIT_FAILURE
+
+
+def _hint(error: SchedulerError, default_target: bool) -> str | None:
+    details = error.details or {}
+    code = error.code
+    if isinstance(error, StoreNotFound):
+        if default_target:
+            return (
+                "no --db was given and $JOBLEDGER_DB is unset, so the default store was used; "
+                "create it with `jobledger db init`, or point --db at your store"
+            )
+        return "check the path (--db / $JOBLEDGER_DB), or create the store with `jobledger db init`"
+    if code == "SCHEDULER_MIGRATION_REQUIRED":
+        return "run `jobledger db migrate` (SQLite files are backed up first)"
+    if code == "SCHEDULER_SCHEMA_UNKNOWN":
+        return (
+            "the store was written by a newer or different program: check --db, or upgrade "
+            "jobledger"
+        )
+    if code == "SCHEDULER_REVISION_CONFLICT":
+        return "the job changed meanwhile: look again with `jobledger job show`, then retry"
+    if code == "SCHEDULER_JOB_HAS_LIVE_OCCURRENCES":
+        return (
+            "list them with `jobledger occurrence list --job <id>` and cancel them with "
+            "`jobledger cancel`, or let them finish"
+        )
+    if code == "SCHEDULER_REQUEUE_EVIDENCE_CONFLICT":
+        return "the occurrence is no longer that dead letter: see `jobledger occurrence show <id>`"
+    if code == "SCHEDULER_JOB_DISABLED":
+        return "enable it first: `jobledger job enable <id>`"
+    if code == CONFIRMATION_REQUIRED:
+        return "pass --yes to confirm without a prompt"
+    if isinstance(error, StorageUnavailable):
+        if details.get("commitState") == "unknown":
+            return "the write may or may not have been committed: check before repeating it"
+        return "nothing was written; repeat the command when the store is reachable"
+    if code == INTERNAL_ERROR:
+        return "this is a bug in jobledger; run again with --debug for a traceback"
+    return None
+
+
+def error_lines(error: SchedulerError, *, default_target: bool = False) -> list[str]:
+    """``error: CODE: message`` (one line, whatever the message holds) and maybe a hint."""
+    message = " ".join(error.message.split())
+    lines = [f"error: {error.code}: {message}"]
+    hint = _hint(error, default_target)
+    if hint is not None:
+        lines.append(f"hint: {hint}")
+    return lines

@@ -1,0 +1,427 @@
+"""``jobledger job``: list, show, add, update, enable, disable and remove jobs.
+
+Every write is a compare-and-swap on the job's revision (the one just read, or
+``--expected-revision``) and records ``--actor`` in the job's audit event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .. import contract
+from ..errors import NotFound
+from ..models import UNSET, Job
+from ..store import Store
+from .context import Context
+from .output import describe_trigger, job_json
+from .parsing import (
+    add_command,
+    add_group,
+    json_arg,
+    positive_arg,
+    principal_arg,
+)
+from .table import Column, render_table, status_style
+from .triggers import add_schedule_flags, schedule_flags_given, trigger_from_flags
+
+__all__ = ["principal_from_actor", "register"]
+
+LIVE = ("queued", "running", "retry_wait")
+
+
+def register(subparsers: Any) -> None:
+    commands = add_group(
+        subparsers,
+        "job",
+        aliases=("jobs",),
+        help="list, show, add, update, enable, disable and remove jobs",
+    )
+
+    listing = add_command(
+        commands, "list", aliases=("ls",), help="list jobs, ordered by id (paged with --after)"
+    )
+    listing.add_argument("--after", metavar="ID", help="start after this job id (the next page)")
+    listing.add_argument(
+        "--limit", metavar="N", type=positive_arg, default=100, help="jobs per page (default: 100)"
+    )
+    listing.set_defaults(handler=run_list)
+
+    show = add_command(commands, "show", help="print one job and its occurrence counts")
+    show.add_argument("job_id", metavar="JOB")
+    show.set_defaults(handler=run_show)
+
+    add = add_command(
+        commands,
+        "add",
+        help="create a job: scheduled (--cron, --every, --at) or enqueued by callers (none)",
+        description=(
+            "Create a job. With --cron, --every or --at it is a schedule the planner fires (a\n"
+            "worker plans by default, or run `jobledger plan`); without, its occurrences are\n"
+            "enqueued by callers (`jobledger enqueue`). An existing id is a conflict (exit 4)."
+        ),
+    )
+    add.add_argument("job_id", metavar="JOB")
+    add.add_argument("--kind", required=True, help="the job kind: which handler runs it")
+    _definition_flags(add)
+    add.add_argument("--disabled", action="store_true", help="create it disabled")
+    add_schedule_flags(add, update=False)
+    add.set_defaults(handler=run_add)
+
+    update = add_command(
+        commands,
+        "update",
+        help="change a job (compare-and-swap on its revision); unchanged fields are kept",
+        description=(
+            "Change a job: only the fields given change, the rest are kept (schedule options\n"
+            "change the current schedule: `--misfire skip` keeps the cron expression). The\n"
+            "update is a compare-and-swap on the revision just read, or on --expected-revision;\n"
+            "it bumps the revision, so a schedule is planned again from now. Nothing is written\n"
+            "when nothing differs."
+        ),
+    )
+    update.add_argument("job_id", metavar="JOB")
+    update.add_argument("--kind", help="a new job kind")
+    _definition_flags(update)
+    _expected_revision(update)
+    add_schedule_flags(update, update=True)
+    update.set_defaults(handler=run_update)
+
+    for name, enabled in (("enable", True), ("disable", False)):
+        toggle = add_command(
+            commands,
+            name,
+            help=(
+                "enable a job: its schedule is planned again from now"
+                if enabled
+                else "disable a job: nothing of it is claimed or planned until it is enabled"
+            ),
+        )
+        toggle.add_argument("job_id", metavar="JOB")
+        _expected_revision(toggle)
+        toggle.set_defaults(handler=run_toggle, enabled=enabled)
+
+    remove = add_command(
+        commands,
+        "remove",
+        aliases=("rm",),
+        help="delete a job with no live occurrences, with its history (audited; asks first)",
+        description=(
+            "Delete a job that has no queued, running or waiting occurrence, with its settled\n"
+            "occurrences and their events. The store refuses while any is live\n"
+            "(SCHEDULER_JOB_HAS_LIVE_OCCURRENCES, exit 4): cancel them or let them finish. What\n"
+            "was removed — the definition and the counts — is written to the audit log with\n"
+            "--actor and --reason (`jobledger audit`). Asks for confirmation unless --yes."
+        ),
+    )
+    remove.add_argument("job_id", metavar="JOB")
+    remove.add_argument("--reason", required=True, help="why (recorded in the audit log)")
+    _expected_revision(remove)
+    remove.set_defaults(handler=run_remove)
+
+
+def _definition_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--payload", metavar="JSON", type=json_arg, default=UNSET, help="the job's payload (JSON)"
+    )
+    parser.add_argument(
+        "--max-attempts",
+        metavar="N",
+        type=positive_arg,
+        help="attempts per occurrence, 1..32 (default: 3)",
+    )
+    authority = parser.add_argument_group("authority (who asked; evidence, never a grant)")
+    authority.add_argument(
+        "--principal",
+        metavar="TYPE:ID",
+        type=principal_arg,
+        help="who the job acts for, e.g. user:alice (default: from --actor)",
+    )
+    authority.add_argument("--workspace", metavar="ID", help="the authority's workspaceId")
+    authority.add_argument("--tenant", metavar="ID", help="the authority's tenantId")
+
+
+def _expected_revision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expected-revision",
+        metavar="N",
+        type=positive_arg,
+        help="refuse unless the job is at this revision (default: the revision just read)",
+    )
+
+
+def principal_from_actor(actor: str) -> dict[str, str]:
+    """``cli:alice@host`` → ``{type: cli, id: alice@host}``; a bare name is a ``user``."""
+    kind, sep, ident = actor.partition(":")
+    if sep and kind.strip() and ident.strip():
+        return {"type": kind.strip(), "id": ident.strip()}
+    return {"type": "user", "id": actor}
+
+
+def _get_job(store: Store, job_id: str) -> Job:
+    job = store.get_job(job_id)
+    if job is None:
+        raise NotFound(f"Scheduler job does not exist: {job_id}", details={"jobId": job_id})
+    return job
+
+
+def _counts(store: Store, job_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in store.count_occurrences(job_id=job_id):
+        counts[row.status] = counts.get(row.status, 0) + row.count
+    return counts
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _job_text(ctx: Context, job: Job, counts: dict[str, int] | None = None) -> str:
+    lines = [
+        f"job:          {job.id}",
+        f"kind:         {job.kind}",
+        f"state:        {'enabled' if job.enabled else 'disabled'}",
+        f"revision:     {job.revision}",
+        f"schedule:     {describe_trigger(job.trigger) or 'none (enqueued by callers)'}",
+        f"max attempts: {job.max_attempts}",
+        f"payload:      {_pretty(job.payload)}",
+        f"authority:    {_pretty(job.authority)}",
+        f"trigger:      {_pretty(job.trigger)}",
+        f"created:      {ctx.when(job.created_at)}",
+        f"updated:      {ctx.when(job.updated_at)}",
+    ]
+    if counts is not None:
+        shown = ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "none"
+        lines.append(f"occurrences:  {shown}")
+    return "\n".join(lines)
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def run_list(ctx: Context, args: argparse.Namespace) -> int:
+    with ctx.open_store() as store:
+        jobs = store.list_jobs(after=args.after, limit=args.limit)
+    next_after = jobs[-1].id if len(jobs) == args.limit else None
+    document = {"jobs": [job_json(job) for job in jobs], "nextAfter": next_after}
+
+    def text() -> str:
+        if not jobs:
+            return "no jobs"
+        columns = [
+            Column("JOB", max_width=40),
+            Column("KIND", max_width=28),
+            Column("STATE", style=status_style),
+            Column("REV", align="right"),
+            Column("SCHEDULE", max_width=60),
+            Column("UPDATED", shrink=False),
+        ]
+        rows = [
+            [
+                job.id,
+                job.kind,
+                "enabled" if job.enabled else "disabled",
+                str(job.revision),
+                describe_trigger(job.trigger) or "-",
+                ctx.when(job.updated_at),
+            ]
+            for job in jobs
+        ]
+        return render_table(columns, rows, width=ctx.width, color=ctx.color)
+
+    ctx.emit(document, text)
+    if next_after is not None and not ctx.json:
+        ctx.note(f"more: jobledger job list --after {next_after}")
+    return 0
+
+
+def run_show(ctx: Context, args: argparse.Namespace) -> int:
+    with ctx.open_store() as store:
+        job = _get_job(store, args.job_id)
+        counts = _counts(store, job.id)
+    document = {"job": job_json(job), "occurrences": counts}
+    ctx.emit(document, lambda: _job_text(ctx, job, counts))
+    return 0
+
+
+def _authority(ctx: Context, args: argparse.Namespace, base: dict[str, Any] | None) -> Any:
+    """The authority envelope: ``base`` (the current one) with the flags given applied."""
+    authority: dict[str, Any] = (
+        {"principal": principal_from_actor(ctx.actor)} if base is None else dict(base)
+    )
+    if args.principal is not None:
+        authority["principal"] = args.principal
+    if args.workspace is not None:
+        authority["workspaceId"] = args.workspace
+    if args.tenant is not None:
+        authority["tenantId"] = args.tenant
+    return authority
+
+
+def run_add(ctx: Context, args: argparse.Namespace) -> int:
+    trigger = trigger_from_flags(args, current=None)
+    with ctx.open_store() as store:
+        job = store.create_job(
+            id=args.job_id,
+            kind=args.kind,
+            authority=_authority(ctx, args, None),
+            trigger=trigger,
+            payload=None if args.payload is UNSET else args.payload,
+            enabled=not args.disabled,
+            max_attempts=3 if args.max_attempts is None else args.max_attempts,
+            actor=ctx.actor,
+        )
+    document = {"job": job_json(job)}
+    schedule = describe_trigger(job.trigger)
+    ctx.emit(
+        document,
+        lambda: (
+            f"created job {job.id} (kind {job.kind}, revision {job.revision}"
+            f"{', disabled' if not job.enabled else ''}): "
+            f"{schedule or 'enqueued by callers (jobledger enqueue)'}"
+        ),
+    )
+    return 0
+
+
+def _changed(job: Job, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` that differ from the stored job (JSON compared canonically)."""
+    stored = {
+        "kind": job.kind,
+        "trigger": job.trigger,
+        "payload": job.payload,
+        "authority": job.authority,
+        "max_attempts": job.max_attempts,
+        "enabled": job.enabled,
+    }
+    patch: dict[str, Any] = {}
+    for name, value in wanted.items():
+        if name == "authority":
+            same = contract.canonical_json(stored[name]) == contract.canonical_json(
+                contract.normalize_authority(value)
+            )
+        elif name in ("trigger", "payload"):
+            same = contract.canonical_json(stored[name]) == contract.canonical_json(value, name)
+        else:
+            same = stored[name] == value
+        if not same:
+            patch[name] = value
+    return patch
+
+
+def _update(
+    ctx: Context, store: Store, job: Job, wanted: dict[str, Any], expected: int | None
+) -> tuple[Job, list[str]]:
+    patch = _changed(job, wanted)
+    if expected is not None and expected != job.revision:
+        # Let the store refuse it, with its own code and details.
+        patch = patch or wanted
+    if not patch:
+        return job, []
+    updated = store.update_job(
+        job.id,
+        expected_revision=job.revision if expected is None else expected,
+        patch=patch,
+        actor=ctx.actor,
+    )
+    return updated, sorted(patch)
+
+
+def run_update(ctx: Context, args: argparse.Namespace) -> int:
+    definition_given = args.payload is not UNSET or any(
+        value is not None
+        for value in (
+            args.kind,
+            args.max_attempts,
+            args.principal,
+            args.workspace,
+            args.tenant,
+        )
+    )
+    if not definition_given and not schedule_flags_given(args):
+        raise _nothing_to_update()
+    with ctx.open_store() as store:
+        job = _get_job(store, args.job_id)
+        wanted: dict[str, Any] = {}
+        if args.kind is not None:
+            wanted["kind"] = args.kind
+        if args.payload is not UNSET:
+            wanted["payload"] = args.payload
+        if args.max_attempts is not None:
+            wanted["max_attempts"] = args.max_attempts
+        if args.principal is not None or args.workspace is not None or args.tenant is not None:
+            wanted["authority"] = _authority(ctx, args, job.authority)
+        if schedule_flags_given(args):
+            wanted["trigger"] = trigger_from_flags(args, current=job.trigger)
+        updated, changed = _update(ctx, store, job, wanted, args.expected_revision)
+    document = {"job": job_json(updated), "changed": changed}
+    ctx.emit(
+        document,
+        lambda: (
+            f"updated job {updated.id} to revision {updated.revision}: {', '.join(changed)}"
+            if changed
+            else f"job {updated.id} already says that; nothing changed "
+            f"(revision {updated.revision})"
+        ),
+    )
+    return 0
+
+
+def _nothing_to_update() -> Exception:
+    from .parsing import UsageError
+
+    return UsageError(
+        "nothing to update: give at least one of --kind, --payload, --max-attempts, "
+        "--principal, --workspace, --tenant or a schedule option",
+        prog="jobledger job update",
+    )
+
+
+def run_toggle(ctx: Context, args: argparse.Namespace) -> int:
+    with ctx.open_store() as store:
+        job = _get_job(store, args.job_id)
+        updated, changed = _update(
+            ctx, store, job, {"enabled": args.enabled}, args.expected_revision
+        )
+    state = "enabled" if updated.enabled else "disabled"
+    document = {"job": job_json(updated), "changed": changed}
+    ctx.emit(
+        document,
+        lambda: (
+            f"{state} job {updated.id} (revision {updated.revision})"
+            if changed
+            else f"job {updated.id} is already {state}; nothing changed"
+        ),
+    )
+    return 0
+
+
+def run_remove(ctx: Context, args: argparse.Namespace) -> int:
+    with ctx.open_store() as store:
+        job = _get_job(store, args.job_id)
+        counts = _counts(store, job.id)
+        live = sum(counts.get(status, 0) for status in LIVE)
+        if not live:  # with live occurrences the store refuses: no point asking first
+            settled = sum(counts.values())
+            ctx.confirm(
+                f"Remove job {job.id} (kind {job.kind}) with its {settled} settled "
+                "occurrence(s) and their events?"
+            )
+        removed = store.remove_job(
+            job.id,
+            expected_revision=job.revision
+            if args.expected_revision is None
+            else args.expected_revision,
+            actor=ctx.actor,
+            reason=args.reason,
+        )
+    document = {"removed": removed, "actor": ctx.actor}
+    ctx.emit(
+        document,
+        lambda: (
+            f"removed job {job.id}: {removed.get('occurrences', 0)} occurrence(s), "
+            f"{removed.get('events', 0)} event(s); recorded in the audit log as {ctx.actor}"
+        ),
+    )
+    return 0

@@ -1,0 +1,193 @@
+"""``jobledger occurrence list | show`` and ``jobledger cancel``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from ..contract import OCCURRENCE_STATUSES
+from ..errors import InvalidArgument, NotFound
+from ..models import Occurrence
+from ..store import Store
+from .bulk import apply_each
+from .context import Context
+from .output import event_json, events_table, occurrence_json, occurrences_table
+from .parsing import add_command, add_group, positive_arg
+
+__all__ = ["get_occurrence", "register", "timeline"]
+
+# "<created_at ms>.occ_<hex>", as list_occurrences returns it (checked here so a mangled cursor
+# is a usage error with a clear message).
+_CURSOR = re.compile(r"[0-9]{1,16}\.occ_[0-9a-f]+")
+TIMELINE_PAGE = 1000
+
+
+def register(subparsers: Any) -> None:
+    commands = add_group(
+        subparsers,
+        "occurrence",
+        aliases=("occurrences",),
+        help="list occurrences (filtered, paged) and show one with its audit timeline",
+    )
+    listing = add_command(
+        commands,
+        "list",
+        aliases=("ls",),
+        help="occurrences, newest first, filtered by status, job and kind",
+        description=(
+            "List occurrences, newest first, filtered by --status, --job and --kind (combined).\n"
+            "A full page ends with the cursor of the next one (--cursor; `nextCursor` in --json)."
+        ),
+    )
+    listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")
+    listing.add_argument("--job", metavar="JOB", help="only this job's occurrences")
+    listing.add_argument("--kind", metavar="KIND", help="only occurrences of this kind")
+    listing.add_argument(
+        "--limit",
+        metavar="N",
+        type=positive_arg,
+        default=50,
+        help="per page, 1..1000 (default: 50)",
+    )
+    listing.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous one")
+    listing.set_defaults(handler=run_list)
+
+    show = add_command(
+        commands, "show", help="one occurrence with its audit timeline (oldest event first)"
+    )
+    show.add_argument("occurrence_id", metavar="OCCURRENCE")
+    show.set_defaults(handler=run_show)
+
+    cancel = add_command(
+        subparsers,
+        "cancel",
+        help="cancel queued, waiting or running occurrences for good (audited; asks first)",
+        description=(
+            "Cancel queued, waiting or running occurrences for good. A running attempt loses its\n"
+            "lease: its next renewal or settle is refused and its handler is cancelled. Each\n"
+            "cancel records --actor and --reason in the occurrence's events. A settled\n"
+            "occurrence is a conflict (exit 4). Asks for confirmation unless --yes."
+        ),
+    )
+    cancel.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="+")
+    cancel.add_argument("--reason", required=True, help="why (recorded in the audit log)")
+    cancel.set_defaults(handler=run_cancel)
+
+
+def get_occurrence(store: Store, occurrence_id: str) -> Occurrence:
+    occurrence = store.get_occurrence(occurrence_id)
+    if occurrence is None:
+        raise NotFound(
+            f"Scheduler occurrence does not exist: {occurrence_id}",
+            details={"occurrenceId": occurrence_id},
+        )
+    return occurrence
+
+
+def timeline(store: Store, occurrence_id: str) -> list[Any]:
+    """Every event of one occurrence, oldest first (paged forwards through the log)."""
+    events: list[Any] = []
+    after = 0
+    while True:
+        page = store.events(occurrence_id=occurrence_id, after_id=after, limit=TIMELINE_PAGE)
+        events.extend(page)
+        if len(page) < TIMELINE_PAGE:
+            return events
+        after = page[-1].event_id
+
+
+def run_list(ctx: Context, args: argparse.Namespace) -> int:
+    if args.cursor is not None and not _CURSOR.fullmatch(args.cursor):
+        raise InvalidArgument(
+            f"--cursor {args.cursor!r} is not one a previous page returned",
+            details={"field": "--cursor"},
+        )
+    with ctx.open_store() as store:
+        page = store.list_occurrences(
+            status=args.status,
+            job_id=args.job,
+            kind=args.kind,
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+    document = {
+        "occurrences": [occurrence_json(o) for o in page.items],
+        "nextCursor": page.next_cursor,
+    }
+    ctx.emit(
+        document,
+        lambda: occurrences_table(ctx, page.items) if page.items else "no occurrences",
+    )
+    if page.next_cursor is not None and not ctx.json:
+        ctx.note(f"more: add --cursor {page.next_cursor}")
+    return 0
+
+
+def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str:
+    def pretty(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    o = occurrence
+    lines = [
+        f"occurrence:   {o.id}",
+        f"job:          {o.job_id} (revision {o.job_revision}, kind {o.kind})",
+        f"status:       {o.status}",
+        f"scheduled:    {ctx.when(o.scheduled_for)} (trigger key {o.trigger_key})",
+        f"available:    {ctx.when(o.available_at)}",
+        f"attempt:      {o.attempt} of {o.max_attempts} (fence {o.fence})",
+    ]
+    if o.lease_owner is not None:
+        lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")
+    lines.append(f"payload:      {pretty(o.payload)}")
+    if o.result is not None:
+        lines.append(f"result:       {pretty(o.result)}")
+    if o.last_error is not None:
+        lines.append(f"last error:   {pretty(o.last_error)}")
+    lines.append(f"created:      {ctx.when(o.created_at)}")
+    if o.settled_at is not None:
+        lines.append(f"settled:      {ctx.when(o.settled_at)}")
+    lines.append("")
+    lines.append("timeline:")
+    lines.append(events_table(ctx, events) if events else "  no events")
+    return "\n".join(lines)
+
+
+def run_show(ctx: Context, args: argparse.Namespace) -> int:
+    with ctx.open_store() as store:
+        occurrence = get_occurrence(store, args.occurrence_id)
+        events = timeline(store, occurrence.id)
+    document = {
+        "occurrence": occurrence_json(occurrence),
+        "events": [event_json(event) for event in events],
+    }
+    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events))
+    return 0
+
+
+def run_cancel(ctx: Context, args: argparse.Namespace) -> int:
+    targets = list(dict.fromkeys(args.occurrence_ids))
+    with ctx.open_store() as store:
+        what = targets[0] if len(targets) == 1 else f"{len(targets)} occurrences"
+        ctx.confirm(f"Cancel {what} for good (reason: {args.reason!r})?")
+        outcome = apply_each(
+            ctx,
+            targets,
+            lambda key: store.cancel_occurrence(
+                occurrence_id=key, actor=ctx.actor, reason=args.reason
+            ),
+            verb="cancelled",
+        )
+    document = {**outcome.document("cancelled"), "actor": ctx.actor}
+
+    def text() -> str:
+        lines = [
+            f"cancelled {o.id} (job {o.job_id}, was attempt {o.attempt})" for o in outcome.done
+        ]
+        if outcome.failed:
+            lines.append(f"{len(outcome.failed)} could not be cancelled (see above)")
+        return "\n".join(lines)
+
+    ctx.emit(document, text)
+    return outcome.exit_code()

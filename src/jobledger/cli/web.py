@@ -1,0 +1,71 @@
+"""``jobledger web``: serve the dashboard (the optional ``jobledger[web]`` extra).
+
+The dashboard's own arguments come from :mod:`jobledger.web.cli`. Importing it loads Starlette
+and Jinja2, which every other command should not pay for, so the full parser is mounted only
+when the command line asks for ``web`` (or when the docs are generated); otherwise a stub with
+the same one-line help stands in its place.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from ..errors import SchedulerError
+from .context import Context
+from .parsing import add_command
+
+__all__ = ["available", "register"]
+
+HELP = "serve the dashboard over this store (needs: pip install 'jobledger[web]')"
+DESCRIPTION = (
+    "Serve the dashboard (a web UI over the Store API) for --db, on 127.0.0.1 by default.\n"
+    "Needs the web extra: pip install 'jobledger[web]'. Like every command but `db init`,\n"
+    "`db migrate` and `worker --migrate`, it refuses a missing store or one that needs\n"
+    "`jobledger db migrate`. See docs/web.md."
+)
+
+
+def _web_cli() -> Any:
+    try:
+        from ..web import cli as web_cli
+    except ImportError:
+        return None
+    if not (hasattr(web_cli, "add_arguments") and hasattr(web_cli, "run")):
+        return None
+    return web_cli
+
+
+def available() -> bool:
+    """Whether the dashboard can be served here (its extra is installed)."""
+    return _web_cli() is not None
+
+
+def register(subparsers: Any, *, mount: bool) -> None:
+    parser = add_command(subparsers, "web", help=HELP, description=DESCRIPTION)
+    web_cli = _web_cli() if mount else None
+    if web_cli is None:
+        parser.set_defaults(handler=lambda ctx, args: run_missing())
+        return
+    web_cli.add_arguments(parser)
+    parser.set_defaults(handler=run_web)
+
+
+def run_missing() -> NoReturn:
+    raise SchedulerError(
+        "the dashboard needs the web extra: pip install 'jobledger[web]'",
+        code="SCHEDULER_EXTRA_MISSING",
+    )
+
+
+def run_web(ctx: Context, args: argparse.Namespace) -> int:
+    web_cli = _web_cli()
+    assert web_cli is not None
+    if getattr(args, "target", None) is None:
+        args.target = ctx.target
+    # Refuse a missing or old store here, as every command does, before the server opens it.
+    ctx.target = args.target
+    with ctx.open_store():
+        pass
+    code: int = web_cli.run(args)
+    return code

@@ -1,0 +1,315 @@
+"""`jobledger db …`, and the rule that only `db init` / `db migrate` create or upgrade a store:
+every other command leaves a missing path missing and an old schema unmigrated."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import jobledger
+from jobledger.store.migrations import LATEST_VERSION
+from jobledger.testing import FakeClock
+from tests.cli.conftest import AUTHORITY, Cli, TtyInput
+from tests.sqlite.handmade import listing, make_v2, tamper
+
+OLD = 1_700_000_000_000  # 2023-11-14: long ago, for prune
+
+# Every command that reads or acts on an existing store, with arguments that would work.
+STORE_COMMANDS = [
+    ("db", "info"),
+    ("db", "verify"),
+    ("db", "prune", "--older-than", "30d", "--yes"),
+    ("job", "list"),
+    ("job", "show", "j"),
+    ("job", "add", "j", "--kind", "k"),
+    ("job", "update", "j", "--kind", "k2"),
+    ("job", "enable", "j"),
+    ("job", "disable", "j"),
+    ("job", "remove", "j", "--reason", "r", "--yes"),
+    ("enqueue", "j"),
+    ("occurrence", "list"),
+    ("occurrence", "show", "occ_00"),
+    ("cancel", "occ_00", "--reason", "r", "--yes"),
+    ("dead-letter", "list"),
+    ("dead-letter", "requeue", "occ_00", "--reason", "r"),
+    ("dead-letter", "requeue", "--all", "--reason", "r", "--yes"),
+    ("history",),
+    ("audit",),
+    ("explain", "j"),
+    ("plan",),
+    ("stats",),
+]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- init, info, migrate -----------------------------------------------------------------------
+
+
+def test_init_creates_a_missing_sqlite_store_once(tmp_path, clean_env):
+    target = tmp_path / "new" / "jobs.sqlite3"
+    cli = Cli(str(target), clean_env)
+    first = cli.json("db", "init")
+    assert first["created"] is True
+    assert first["schemaVersion"] == first["latestVersion"] == LATEST_VERSION
+    assert first["backend"] == "sqlite"
+    assert first["target"] == str(target)
+    assert target.exists()
+    again = cli.json("db", "init")
+    assert again["created"] is False
+    assert cli.ok("db", "init").out.startswith("already exists: ")
+
+
+def test_info_json_shape(cli):
+    info = cli.json("db", "info")
+    assert set(info) == {
+        "target",
+        "backend",
+        "latestVersion",
+        "applicationId",
+        "schemaVersion",
+        "migrations",
+    }
+    assert info["applicationId"] == 0x4343534B
+    assert [m["version"] for m in info["migrations"]] == list(range(1, LATEST_VERSION + 1))
+    assert set(info["migrations"][0]) == {"version", "name", "checksum", "appliedAt"}
+    text = cli.ok("db", "info").out
+    assert "schema version: 3" in text and "scheduler-kernel-v1" in text
+    assert cli.json("db", "verify")["ok"] is True
+
+
+@pytest.mark.postgres
+def test_init_and_migrate_on_postgres_create_a_schema_only_when_asked(
+    postgres_database_url, clean_env
+):
+    cli = Cli(postgres_database_url, clean_env)
+    before = _pg_schemas(postgres_database_url)
+    refused = cli("--pg-schema", "ops_new", "job", "list")
+    refused.assert_one_line_error("SCHEDULER_MIGRATION_REQUIRED", 5)
+    assert _pg_schemas(postgres_database_url) == before
+    created = cli.json("--pg-schema", "ops_new", "db", "init")
+    assert created["created"] is True and created["backend"] == "postgresql"
+    assert "ops_new" in _pg_schemas(postgres_database_url)
+    assert cli.json("--pg-schema", "ops_new", "db", "migrate")["upgraded"] is False
+    assert cli.json("--pg-schema", "ops_new", "job", "list") == {"jobs": [], "nextAfter": None}
+
+
+def _pg_schemas(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace").fetchall()}
+
+
+def test_pg_schema_is_refused_with_sqlite(sqlite_cli):
+    result = sqlite_cli("--pg-schema", "x", "job", "list")
+    result.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    assert "--pg-schema" in result.err
+
+
+def test_migrate_creates_upgrades_and_reports(tmp_path, clean_env):
+    target = tmp_path / "db" / "old.sqlite3"
+    make_v2(target)
+    cli = Cli(str(target), clean_env)
+    result = cli("--json", "db", "migrate")
+    assert result.code == 0, result.err
+    document = result.json
+    assert document["fromVersion"] == 2
+    assert document["toVersion"] == LATEST_VERSION
+    assert document["upgraded"] is True and document["created"] is False
+    assert document["backup"] == str(target.with_name("old.sqlite3.v2.bak"))
+    assert Path(document["backup"]).exists()
+    assert "upgrading schema v2 → v3" in result.err and "done in" in result.err
+    # the upgraded store works and kept its rows
+    assert "job-v1" in {job["id"] for job in cli.json("job", "list")["jobs"]}
+    nothing = cli.json("db", "migrate")
+    assert nothing["upgraded"] is False and nothing["fromVersion"] == LATEST_VERSION
+    fresh = Cli(str(tmp_path / "other" / "new.sqlite3"), clean_env)
+    made = fresh.json("db", "migrate")
+    assert made["created"] is True and made["fromVersion"] is None
+
+
+def test_init_refuses_to_upgrade_an_old_store(tmp_path, clean_env):
+    target = tmp_path / "db" / "old.sqlite3"
+    make_v2(target)
+    digest = _sha(target)
+    result = Cli(str(target), clean_env)("db", "init")
+    result.assert_one_line_error("SCHEDULER_MIGRATION_REQUIRED", 5)
+    assert "db migrate" in result.err
+    assert _sha(target) == digest
+
+
+def test_verify_passes_and_fails(tmp_path, clean_env):
+    target = tmp_path / "db" / "jobs.sqlite3"
+    with jobledger.open_store(target) as store:
+        store.create_job(id="job-a", kind="k", authority=AUTHORITY)
+    cli = Cli(str(target), clean_env)
+    report = cli.json("db", "verify")
+    assert report["ok"] is True and all(check["ok"] for check in report["checks"])
+    tamper("""UPDATE jobs SET authority_json = '{"schemaVersion":2}' WHERE job_id = 'job-a';""")(
+        target
+    )
+    failed = cli("--json", "db", "verify")
+    assert failed.code == 1
+    assert failed.json["ok"] is False
+    failed.assert_one_line_error("SCHEDULER_VERIFY_FAILED", 1)
+
+
+# -- read commands never create or upgrade ----------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", STORE_COMMANDS, ids=lambda argv: " ".join(argv[:2]))
+def test_a_missing_sqlite_path_stays_missing(argv, tmp_path, clean_env):
+    parent = tmp_path / "typo"
+    target = parent / "jobs.sqlite3"
+    result = Cli(str(target), clean_env)(*argv)
+    result.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
+    assert "jobledger db init" in result.err
+    assert not parent.exists()
+
+
+@pytest.mark.parametrize("argv", STORE_COMMANDS, ids=lambda argv: " ".join(argv[:2]))
+def test_an_old_schema_stays_unmigrated(argv, tmp_path, clean_env):
+    target = tmp_path / "db" / "v2.sqlite3"
+    make_v2(target)
+    digest, files = _sha(target), listing(target.parent)
+    result = Cli(str(target), clean_env)(*argv)
+    result.assert_one_line_error("SCHEDULER_MIGRATION_REQUIRED", 5)
+    assert "hint: run `jobledger db migrate`" in result.err
+    assert _sha(target) == digest
+    assert listing(target.parent) == files  # no backup, no sidecar left behind
+
+
+def _pg_v2_schema(url: str, schema: str) -> None:
+    """A v2 schema made by hand from the DDL files (as jobledger 0.x left it)."""
+    from jobledger.store.postgres import schema as pg_schema
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+        with admin.transaction():
+            admin.execute(f"SET LOCAL search_path TO {schema}")
+            for migration in pg_schema.MIGRATIONS[:2]:
+                admin.execute(migration.ddl)
+                admin.execute(
+                    "INSERT INTO migrations VALUES (%s, %s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum, OLD),
+                )
+
+
+def _pg_snapshot(url: str, schema: str) -> tuple[str, list[dict[str, object]]]:
+    from psycopg.rows import dict_row
+
+    from jobledger.store.postgres import schema as pg_schema
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as admin:
+        fingerprint = pg_schema.catalog_fingerprint(admin, schema)
+        rows = admin.execute(f"SELECT * FROM {schema}.migrations ORDER BY version").fetchall()
+    return fingerprint, rows
+
+
+@pytest.mark.postgres
+def test_an_old_postgres_schema_stays_unmigrated(postgres_database_url, clean_env):
+    _pg_v2_schema(postgres_database_url, "ops_v2")
+    before = _pg_snapshot(postgres_database_url, "ops_v2")
+    cli = Cli(postgres_database_url, clean_env)
+    for argv in (("job", "list"), ("stats",), ("history",), ("enqueue", "j"), ("db", "info")):
+        result = cli("--pg-schema", "ops_v2", *argv)
+        result.assert_one_line_error("SCHEDULER_MIGRATION_REQUIRED", 5)
+    assert _pg_snapshot(postgres_database_url, "ops_v2") == before
+    upgraded = cli.json("--pg-schema", "ops_v2", "db", "migrate")
+    assert (upgraded["fromVersion"], upgraded["toVersion"]) == (2, LATEST_VERSION)
+    assert upgraded["backup"] is None
+    assert cli.json("--pg-schema", "ops_v2", "job", "list")["jobs"] == []
+
+
+def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):
+    cli = Cli(None, clean_env)
+    missing = cli("job", "list")
+    missing.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
+    assert "no --db was given and $JOBLEDGER_DB is unset" in missing.err
+    expected = Path(clean_env["XDG_DATA_HOME"]) / "jobledger" / "jobledger.sqlite3"
+    assert not expected.exists()
+    assert cli.json("db", "init")["target"] == str(expected)
+    assert expected.exists()
+    assert cli.json("job", "list") == {"jobs": [], "nextAfter": None}
+
+
+def test_jobledger_db_environment_variable_and_db_flag(tmp_path, clean_env):
+    from_env = tmp_path / "env" / "jobs.sqlite3"
+    env = {**clean_env, "JOBLEDGER_DB": str(from_env)}
+    cli = Cli(None, env)
+    assert cli.json("db", "init")["target"] == str(from_env)
+    flag = tmp_path / "flag" / "jobs.sqlite3"
+    # --db wins over the variable, and may follow the command
+    assert cli.json("db", "init", "--db", f"sqlite:///{flag}")["target"] == str(flag)
+
+
+# -- prune ---------------------------------------------------------------------------------------
+
+
+def _settled_long_ago(target: str, count: int) -> None:
+    options = {"listen": False} if target.startswith("postgresql") else {}
+    with jobledger.open_store(target, clock=FakeClock(OLD), **options) as store:
+        store.create_job(id="old", kind="k", authority=AUTHORITY)
+        for n in range(count):
+            store.enqueue_occurrence(job_id="old", scheduled_for=OLD, trigger_key=f"t{n}")
+            claimed = store.claim_next(owner_id="w", lease_ms=60_000)
+            store.settle(
+                occurrence_id=claimed.id, owner_id="w", fence=claimed.fence, outcome="succeeded"
+            )
+        store.enqueue_occurrence(job_id="old", scheduled_for=OLD, trigger_key="still-queued")
+
+
+def test_prune_asks_then_deletes_in_batches_and_audits(cli, db):
+    _settled_long_ago(db, 5)
+    refused = cli("db", "prune", "--older-than", "30d")
+    refused.assert_one_line_error("SCHEDULER_CONFIRMATION_REQUIRED", 2)
+    assert "hint: pass --yes" in refused.err
+    declined = cli("db", "prune", "--older-than", "30d", stdin=TtyInput("n\n"))
+    declined.assert_one_line_error("SCHEDULER_ABORTED", 1)
+    assert "[y/N]" in declined.err
+    with cli.open() as store:
+        assert sum(c.count for c in store.count_occurrences()) == 6
+
+    result = cli(
+        "--actor",
+        "ops:alice",
+        "--json",
+        "db",
+        "prune",
+        "--older-than",
+        "30d",
+        "--batch-size",
+        "2",
+        stdin=TtyInput("yes\n"),
+    )
+    assert result.code == 0, result.err
+    document = result.json
+    assert document["occurrences"] == 5
+    assert document["batches"] == 3
+    assert document["byStatus"] == {"succeeded": 5, "dead_letter": 0, "cancelled": 0}
+    assert document["actor"] == "ops:alice"
+    assert result.err.count("batch ") == 3  # progress per batch
+    with cli.open() as store:
+        left = store.list_occurrences(job_id="old").items
+        assert [o.status for o in left] == ["queued"]  # live work is never pruned
+        records = store.audit_log()
+        assert {r.action for r in records} == {"pruned"}
+        assert {r.actor for r in records} == {"ops:alice"}
+        assert sum(r.data["occurrences"] for r in records) == 5
+    audit = cli.json("audit")
+    assert [r["action"] for r in audit["records"]] == ["pruned"] * 3
+    assert "pruned" in cli.ok("audit").out
+
+
+def test_prune_keeps_recent_and_filters_by_status(cli, db):
+    _settled_long_ago(db, 2)
+    document = cli.json("db", "prune", "--older-than", "10000d", "--yes")
+    assert document["occurrences"] == 0
+    only_dead = cli.json("db", "prune", "--older-than", "1d", "--status", "dead_letter", "--yes")
+    assert only_dead["occurrences"] == 0 and only_dead["byStatus"] == {"dead_letter": 0}
+    bad = cli("db", "prune", "--older-than", "1d", "--status", "queued", "--yes")
+    bad.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)

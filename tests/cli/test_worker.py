@@ -1,0 +1,305 @@
+"""`jobledger worker MODULE:APP`: a flag for every WorkerOptions field, --until-idle draining,
+the app deciding its store (and --db never silently ignored), --migrate, loading errors."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from dataclasses import fields
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.cli import build_parser
+from jobledger.cli.worker import OPTION_FLAGS, options_from_args, same_target
+from tests.cli.conftest import AUTHORITY, Cli
+from tests.sqlite.handmade import listing, make_v2
+
+# Values the generic rule below would get wrong (bounds that depend on other fields).
+SPECIAL = {
+    "renew_interval": ("20s", timedelta(seconds=20)),
+    "retention": ("2h", timedelta(hours=2)),
+}
+
+
+def _non_default(field):
+    """A flag value that differs from the field's default, and what it should become."""
+    if field.name in SPECIAL:
+        return SPECIAL[field.name]
+    default = field.default
+    annotation = str(field.type)
+    if "bool" in annotation:
+        return None, not default
+    if "timedelta" in annotation:
+        return "2m", timedelta(minutes=2)
+    if "frozenset" in annotation:
+        return "alpha, beta", frozenset({"alpha", "beta"})
+    if "float" in annotation:
+        return "0.25", 0.25
+    if "int" in annotation:
+        return "9", 9
+    return "worker-x1", "worker-x1"
+
+
+@pytest.mark.parametrize("field", fields(jobledger.WorkerOptions), ids=lambda f: f.name)
+def test_every_worker_option_has_a_flag_that_reaches_it(field):
+    flag = OPTION_FLAGS[field.name]
+    text, expected = _non_default(field)
+    if text is None:  # a boolean: --x or --no-x
+        argv = [flag if expected else "--no-" + flag[2:]]
+    else:
+        argv = [flag, text]
+    args = build_parser().parse_args(["worker", "some.module:app", *argv])
+    options = options_from_args(args)
+    assert getattr(options, field.name) == expected
+    assert getattr(options, field.name) != field.default
+    help_text = build_parser()._subparsers._group_actions[0].choices["worker"].format_help()
+    assert flag in help_text
+
+
+def test_no_flags_means_the_library_defaults():
+    args = build_parser().parse_args(["worker", "m:app"])
+    assert options_from_args(args) == jobledger.WorkerOptions()
+    kinds = build_parser().parse_args(["worker", "m:app", "--kinds", "a,b", "--kinds", "c"])
+    assert options_from_args(kinds).kinds == frozenset({"a", "b", "c"})
+
+
+def test_same_target():
+    assert same_target("/tmp/x/../y/db.sqlite3", "sqlite:////tmp/y/db.sqlite3")
+    assert not same_target("/tmp/a.sqlite3", "/tmp/b.sqlite3")
+    assert same_target("postgresql://u:secret@h:5432/db", "postgres://u@h:5432/db")
+    assert not same_target("postgresql://u@h/db1", "postgresql://u@h/db2")
+    assert not same_target(":memory:", ":memory:")
+
+
+# -- an app module per test ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def app_module(tmp_path, monkeypatch):
+    """Write an app module into tmp_path and return its name; ``target`` fixes its store
+    (default: $JOBLEDGER_DB, read at import)."""
+
+    def make(target: str | None = None, body: str = "") -> str:
+        name = f"cli_app_{uuid.uuid4().hex[:10]}"
+        store = repr(target) if target is not None else 'os.environ["JOBLEDGER_DB"]'
+        source = textwrap.dedent(
+            f"""
+            import os
+            import jobledger
+
+            app = jobledger.App({store}, name="cli-test", authorize=jobledger.allow_all)
+
+            @app.handler("echo")
+            def echo(ctx):
+                return {{"echo": ctx.payload}}
+            """
+        ) + textwrap.dedent(body)
+        (tmp_path / f"{name}.py").write_text(source)
+        return name
+
+    monkeypatch.delenv("JOBLEDGER_DB", raising=False)
+    return make
+
+
+def test_until_idle_drains_the_queue_and_plans_first(cli, db, tmp_path, app_module):
+    name = app_module()
+    with cli.open() as store:
+        store.create_job(id="e", kind="echo", authority=AUTHORITY)
+        for n in range(7):
+            store.enqueue_occurrence(job_id="e", scheduled_for=0, trigger_key=f"t{n}", payload=n)
+    cli.ok("job", "add", "once", "--kind", "echo", "--at", "2020-01-01T00:00:00Z")
+    result = cli(
+        "--json",
+        "worker",
+        f"{name}:app",
+        "--app-dir",
+        str(tmp_path),
+        "--until-idle",
+        "--concurrency",
+        "2",
+        "--poll-interval",
+        "50ms",
+        "--log-level",
+        "warning",
+    )
+    assert result.code == 0, result.err
+    summary = result.json
+    assert summary["statuses"] == {"succeeded": 8}
+    assert summary["released"] == [] and summary["forced"] is False
+    assert "planned 1 occurrence(s)" in result.err
+    assert "idle: drained 8" in result.err
+    with cli.open() as store:
+        counts = {c.status: c.count for c in store.count_occurrences()}
+        assert counts == {"succeeded": 8}
+        results = sorted(
+            o.result["echo"] for o in store.list_occurrences(job_id="e", limit=100).items
+        )
+        assert results == list(range(7))
+        workers = store.list_workers(stopped_since=0)
+        assert workers and workers[0].info["concurrency"] == 2
+
+
+def test_until_idle_with_nothing_to_do_exits_at_once(cli, tmp_path, app_module):
+    result = cli("worker", f"{app_module()}:app", "--app-dir", str(tmp_path), "--until-idle")
+    assert result.code == 0, result.err
+    assert "worker stopped: nothing run" in result.out
+
+
+def test_the_app_decides_its_store_and_db_is_never_ignored(tmp_path, clean_env, app_module):
+    own = tmp_path / "own" / "jobs.sqlite3"
+    jobledger.open_store(own).close()
+    name = app_module(str(own))
+    cli = Cli(None, clean_env)
+    argv = ("worker", f"{name}:app", "--app-dir", str(tmp_path), "--until-idle")
+    other = tmp_path / "other.sqlite3"
+    refused = cli(*argv, db=str(other))
+    refused.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    assert str(own) in refused.err and "the app decides its store" in refused.err
+    from_env = cli(*argv, env={**clean_env, "JOBLEDGER_DB": str(other)})
+    from_env.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    assert "$JOBLEDGER_DB names" in from_env.err
+    assert not other.exists()
+    assert cli(*argv, db=f"sqlite:///{own}").code == 0  # the same store, spelled differently
+    assert cli(*argv).code == 0  # no --db: the app's store
+    cli(*argv, "--pg-schema", "x").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+def test_db_is_exported_to_apps_that_read_it(tmp_path, clean_env, app_module):
+    target = tmp_path / "exported" / "jobs.sqlite3"
+    jobledger.open_store(target).close()
+    name = app_module()  # reads $JOBLEDGER_DB
+    result = Cli(str(target), clean_env)(
+        "worker", f"{name}:app", "--app-dir", str(tmp_path), "--until-idle"
+    )
+    assert result.code == 0, result.err
+    assert f"on {target}" in result.err
+
+
+def test_the_worker_creates_or_upgrades_only_with_migrate(tmp_path, clean_env, app_module):
+    missing = tmp_path / "fresh" / "jobs.sqlite3"
+    name = app_module(str(missing))
+    cli = Cli(None, clean_env)
+    argv = ("worker", f"{name}:app", "--app-dir", str(tmp_path), "--until-idle")
+    refused = cli(*argv)
+    refused.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
+    assert "--migrate" in refused.err
+    assert not missing.parent.exists()
+    assert cli(*argv, "--migrate").code == 0
+    assert missing.exists()
+
+    old = tmp_path / "old" / "v2.sqlite3"
+    make_v2(old)
+    before = listing(old.parent)
+    old_name = app_module(str(old))
+    old_argv = ("worker", f"{old_name}:app", "--app-dir", str(tmp_path), "--until-idle")
+    cli(*old_argv).assert_one_line_error("SCHEDULER_MIGRATION_REQUIRED", 5)
+    assert listing(old.parent) == before
+    upgraded = cli(*old_argv, "--migrate")
+    assert upgraded.code == 0, upgraded.err
+    assert "is at schema v3" in upgraded.err
+    with jobledger.open_store(old, migrate=False) as store:
+        assert store.schema_info().schema_version == 3
+
+
+@pytest.mark.parametrize(
+    ("reference", "body", "code", "exit_code", "needle"),
+    [
+        ("no_such_module_xyz:app", "", "SCHEDULER_INVALID_ARGUMENT", 2, "no module named"),
+        ("{name}", "", "SCHEDULER_INVALID_ARGUMENT", 2, "MODULE:APP"),
+        ("{name}:nope", "", "SCHEDULER_INVALID_ARGUMENT", 2, "has no attribute"),
+        ("{name}:echo", "", "SCHEDULER_INVALID_ARGUMENT", 2, "not a jobledger.App"),
+        (
+            "{name}:app",
+            "raise RuntimeError('boom at import')\n",
+            "SCHEDULER_APP_IMPORT_FAILED",
+            1,
+            "boom at import",
+        ),
+        (
+            "{name}:app",
+            "import not_installed_dependency_xyz\n",
+            "SCHEDULER_APP_IMPORT_FAILED",
+            1,
+            "not_installed_dependency_xyz",
+        ),
+    ],
+)
+def test_loading_errors(reference, body, code, exit_code, needle, sqlite_cli, tmp_path, app_module):
+    name = app_module(sqlite_cli.target, body)
+    result = sqlite_cli("worker", reference.format(name=name), "--app-dir", str(tmp_path), db=None)
+    result.assert_one_line_error(code, exit_code)
+    assert needle in result.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--concurrency", "0"),
+        ("--concurrency", "5000"),
+        ("--lease", "500ms"),
+        ("--renew-interval", "2m"),
+        ("--poll-jitter", "1.5"),
+        ("--poll-jitter", "nan"),
+        ("--kinds", ","),
+        ("--log-level", "loud"),
+    ],
+)
+def test_bad_worker_options_are_usage_errors(argv, sqlite_cli, tmp_path, app_module):
+    name = app_module(sqlite_cli.target)
+    result = sqlite_cli("worker", f"{name}:app", "--app-dir", str(tmp_path), *argv, db=None)
+    result.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+def test_the_app_dir_defaults_to_the_current_directory(
+    sqlite_cli, tmp_path, app_module, monkeypatch
+):
+    name = app_module(sqlite_cli.target)
+    monkeypatch.chdir(tmp_path)
+    result = sqlite_cli("worker", f"{name}:app", "--until-idle", db=None)
+    assert result.code == 0, result.err
+
+
+def test_worker_kinds_limit_what_is_drained(sqlite_cli, tmp_path, app_module):
+    name = app_module(
+        sqlite_cli.target,
+        """
+        @app.handler("other")
+        def other(ctx):
+            return None
+    """,
+    )
+    with sqlite_cli.open() as store:
+        store.create_job(id="e", kind="echo", authority=AUTHORITY)
+        store.create_job(id="o", kind="other", authority=AUTHORITY)
+        store.enqueue_occurrence(job_id="e", scheduled_for=0, trigger_key="t")
+        store.enqueue_occurrence(job_id="o", scheduled_for=0, trigger_key="t")
+    result = sqlite_cli(
+        "--json",
+        "worker",
+        f"{name}:app",
+        "--app-dir",
+        str(tmp_path),
+        "--until-idle",
+        "--kinds",
+        "other",
+        db=None,
+    )
+    assert result.code == 0, result.err
+    assert result.json["statuses"] == {"succeeded": 1}
+    with sqlite_cli.open() as store:
+        assert {c.kind: c.status for c in store.count_occurrences()} == {
+            "echo": "queued",
+            "other": "succeeded",
+        }
+
+
+def test_examples_worker_app_is_importable(sqlite_cli, monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("JOBLEDGER_DB", sqlite_cli.target)
+    result = sqlite_cli(
+        "worker", "examples.worker_app:app", "--app-dir", str(root), "--until-idle", db=None
+    )
+    assert result.code == 0, result.err
