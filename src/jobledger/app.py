@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import contract
 from .clock import Clock
 from .durations import choose_ms
-from .errors import Conflict, IdempotencyPayloadMismatch, InvalidArgument, RevisionConflict
+from .errors import Conflict, InvalidArgument, RevisionConflict
 from .handlers import Authorizer, Handler, epoch_ms_from
 from .heartbeat import HeartbeatDriver
 from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
@@ -313,10 +313,18 @@ class App:
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
         trigger_key, once = self._trigger_key(key)
         if once:
-            occurrence = self.store.enqueue_occurrence_once_per_trigger(
-                job_id=job_id, scheduled_for=scheduled_for, trigger_key=trigger_key, payload=payload
+            [occurrence] = self.store.enqueue_batch(
+                [
+                    EnqueueRequest(
+                        job_id=job_id,
+                        scheduled_for=scheduled_for,
+                        trigger_key=trigger_key,
+                        payload=payload,
+                        once_per_trigger=True,
+                        match_payload=True,
+                    )
+                ]
             )
-            _check_key_payload(occurrence, payload, key)
             return occurrence
         return self.store.enqueue_occurrence(
             job_id=job_id, scheduled_for=scheduled_for, trigger_key=trigger_key, payload=payload
@@ -358,13 +366,10 @@ class App:
                     trigger_key=trigger_key,
                     payload=payload,
                     once_per_trigger=once,
+                    match_payload=once,
                 )
             )
-        occurrences = self.store.enqueue_batch(requests)
-        if keys is not None:
-            for occurrence, payload, key in zip(occurrences, items, keys, strict=True):
-                _check_key_payload(occurrence, payload, key)
-        return occurrences
+        return self.store.enqueue_batch(requests)
 
     def cancel(self, occurrence_id: str, *, reason: str, actor: str | None = None) -> Occurrence:
         """Cancel a queued, waiting or running occurrence (audited; see
@@ -491,6 +496,15 @@ class App:
         """
         base = options or WorkerOptions()
         resolved = base.with_changes(**settings) if settings else base
+        if resolved.metrics_port is not None and observer is None:
+            try:
+                from .metrics import PrometheusObserver
+            except ImportError as exc:
+                raise InvalidArgument(
+                    "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
+                    details={"field": "metrics_port"},
+                ) from exc
+            observer = PrometheusObserver()
         runtime = self.runtime(
             owner_id=resolved.owner_id,
             lease=resolved.lease or DEFAULT_LEASE,
@@ -544,14 +558,3 @@ def _job_patch(current: Job, wanted: Mapping[str, Any]) -> dict[str, Any]:
         if have != want:
             patch[name] = wanted[name]
     return patch
-
-
-def _check_key_payload(occurrence: Occurrence, payload: Any, key: str | None) -> None:
-    """An idempotency key reused with another payload is a mistake worth an error."""
-    if not occurrence.deduplicated or payload is UNSET:
-        return
-    if contract.canonical_json(occurrence.payload) != contract.canonical_json(payload, "payload"):
-        raise IdempotencyPayloadMismatch(
-            "This idempotency key was used before with a different payload",
-            details={"key": key},
-        )

@@ -356,6 +356,10 @@ class Attempt:
             **outcome,
         )
 
+    def reject_unstarted(self, code: str, message: str) -> Settlement | None:
+        """Settle an attempt that never started (a retryable runtime rejection)."""
+        return self._reject(code, message, retryable=True)
+
     def time_out(self, limit_ms: int) -> Settlement | None:
         """The kind's time limit passed: fail the attempt (retryable) and cancel its handler.
 
@@ -383,6 +387,7 @@ class Attempt:
             self.state = "done"
         if isinstance(outcome, LeaseLost):
             self.lease_error = outcome
+            notify(self.settings.observer, "lease_lost", self.claimed)
             if self.context is not None:
                 self.context._cancel("lease_lost")
             return self.gone()

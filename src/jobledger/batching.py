@@ -204,6 +204,7 @@ class ClaimAhead:
         wait_for_work: Callable[[int, threading.Event], None],
         generation: Callable[[], int],
         on_error: Callable[[BaseException], None],
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self._claim = claim
         self._capacity = capacity
@@ -212,6 +213,7 @@ class ClaimAhead:
         self._wait_for_work = wait_for_work
         self._generation = generation
         self._on_error = on_error
+        self._wake = wake
         self._changed = threading.Condition()
         self._ready: deque[Claimed] = deque()
         self._busy = 0
@@ -280,9 +282,14 @@ class ClaimAhead:
                 # The queue is drained for now: wait for an enqueue (or the poll interval).
                 self._wait_for_work(seen, self._stop)
 
+    def stop_claiming(self) -> None:
+        """Make no more claims (safe from a signal handler: it only sets an event)."""
+        self._stop.set()
+
     def stop(self) -> list[Occurrence]:
         """Stop claiming; return the buffered claims no slot took (to give their leases back)."""
         self._stop.set()
+        self._wake()  # a feeder waiting for work wakes and sees the stop
         with self._changed:
             self._changed.notify_all()
         if self._thread is not None:

@@ -66,9 +66,11 @@ class LeaseKeeper:
         self._beating = threading.Lock()  # one renew batch at a time
 
     def track(self, holder: LeaseHolder) -> None:
+        """Keep ``holder``'s lease renewed; raises (tracking nothing) if the heartbeat cannot
+        start."""
         with self._lock:
-            self._holders[id(holder)] = holder
             self._ensure_running()
+            self._holders[id(holder)] = holder
 
     def untrack(self, holder: LeaseHolder) -> None:
         with self._lock:

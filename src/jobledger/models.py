@@ -120,7 +120,10 @@ class Occurrence:
 class EnqueueRequest:
     """One firing in a :meth:`~jobledger.Store.enqueue_batch`: the same fields as
     ``enqueue_occurrence`` (``once_per_trigger`` selects ``enqueue_occurrence_once_per_trigger``'s
-    rule). ``payload`` left as ``UNSET`` snapshots the job's payload."""
+    rule). ``payload`` left as ``UNSET`` snapshots the job's payload. ``match_payload`` (with
+    ``once_per_trigger`` and a payload): an existing occurrence whose payload differs raises
+    ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` (and the batch writes nothing) instead of being
+    returned as it is — an idempotency key reused for different work is a mistake."""
 
     job_id: str
     scheduled_for: int
@@ -128,6 +131,7 @@ class EnqueueRequest:
     available_at: int | None = None
     payload: Any = UNSET
     once_per_trigger: bool = False
+    match_payload: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ group-commits the settlements instead.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import socket
@@ -34,12 +35,14 @@ from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper
 from .loop import EventLoopThread
 from .models import Occurrence, Settlement
-from .observe import NO_OBSERVER, Observer, notify
+from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .store.base import Store
 from .watchdog import Watchdog
 
 __all__ = ["RunResult", "RunStatus", "Runtime", "RuntimeRunSummary"]
+
+logger = logging.getLogger("jobledger.runtime")
 
 DEFAULT_LEASE_MS = 60_000
 MIN_LEASE_MS = 1_000
@@ -330,7 +333,11 @@ class Runtime:
         """Run an occurrence this runtime already claimed (e.g. from :meth:`claim_batch`)."""
         if claimed.status != "running" or claimed.lease_owner != self.owner_id:
             raise InvalidArgument("run_claimed needs an occurrence claimed by this runtime")
-        return self._run_now(claimed, cancel_event)
+        # How long ago it was claimed (its lease started lease_ms before it expires): a claim
+        # that waited longer than a renew interval is revalidated before it runs.
+        expires = claimed.lease_expires_at or 0
+        age_ms = max(0, self.clock() - (expires - self.lease_ms))
+        return self._run_now(claimed, cancel_event, claimed_at=time.monotonic() - age_ms / 1000)
 
     def claim_batch(
         self,
@@ -409,7 +416,13 @@ class Runtime:
             results.append(outcome)
         return RuntimeRunSummary("limit_reached", tuple(results))
 
-    def _run_now(self, claimed: Occurrence, cancel_event: threading.Event | None) -> RunResult:
+    def _run_now(
+        self,
+        claimed: Occurrence,
+        cancel_event: threading.Event | None,
+        *,
+        claimed_at: float | None = None,
+    ) -> RunResult:
         """One attempt in this thread, its settlement committed before returning."""
         done: list[RunResult] = []
 
@@ -423,7 +436,9 @@ class Runtime:
                 raise
             finish(outcome)
 
-        running = self.start_attempt(claimed, cancel_event, commit=commit, report=done.append)
+        running = self.start_attempt(
+            claimed, cancel_event, commit=commit, report=done.append, claimed_at=claimed_at
+        )
         self.execute(running)
         # A time limit settles from the watchdog's thread; wait for that commit to finish.
         running.reported.wait()
@@ -460,9 +475,16 @@ class Runtime:
         receives its :class:`RunResult` once the outcome is known."""
         attempt = Attempt(self._settings(), claimed, cancel_event, claimed_at=claimed_at)
         running = RunningAttempt(self, attempt, commit, report)
+        try:
+            self.keeper.track(attempt)
+        except Exception:
+            # Without a heartbeat the lease would run out under the handler: do not start it,
+            # give the attempt back as a retryable failure instead.
+            logger.exception("starting the lease heartbeat failed", extra=attempt_fields(claimed))
+            running.cannot_start()
+            return running
         with self._active_lock:
             self._active[id(attempt)] = attempt
-        self.keeper.track(attempt)
         limit = self.timeout_for(claimed.kind)
         if limit is not None:
             if self._watchdog is None:
@@ -539,6 +561,7 @@ class RunningAttempt:
         self._report_to = report
         self.alarm: int | None = None
         self.reported = threading.Event()
+        self._not_started = False
         self._started = 0.0
         self._duration = 0.0
 
@@ -555,13 +578,25 @@ class RunningAttempt:
         finally:
             self.reported.set()
 
+    def cannot_start(self) -> None:
+        """The attempt could not be registered: settle it as a retryable timer failure."""
+        self._not_started = True
+        settlement = self.attempt.reject_unstarted(
+            "SCHEDULER_RUNTIME_TIMER_FAILED", "Could not start the lease heartbeat"
+        )
+        if settlement is not None:
+            self._commit(settlement, self._finish)
+
     def run(self) -> None:
+        if self._not_started:
+            return
         notify(self.runtime.observer, "started", self.attempt.claimed)
         self._started = time.monotonic()
         try:
             settlement = self.attempt.run()
-        except BaseException:
+        except BaseException as exc:
             self._end()
+            self._observe_failure(exc)
             raise
         finally:
             self._duration = time.monotonic() - self._started
@@ -584,12 +619,20 @@ class RunningAttempt:
         self._end()
         try:
             result = self.attempt.result_of(outcome)
-        except BaseException:
+        except BaseException as exc:
             # A storage failure of the settle itself: the lease runs out and the occurrence is
             # retried; the caller that committed sees the error.
+            self._observe_failure(exc)
             self.reported.set()
             return
         self._report(result)
+
+    def _observe_failure(self, error: BaseException) -> None:
+        """Tell the observer the attempt ended without a result (so gauges stay right)."""
+        aborted = RunResult(
+            "aborted", self.attempt.claimed, error={"code": type(error).__name__}
+        )
+        notify(self.runtime.observer, "finished", self.attempt.claimed, aborted, self._duration)
 
     def _disarm(self) -> None:
         if self.alarm is not None:

@@ -48,7 +48,7 @@ from .contract import is_safe_int
 from .durations import ms_from_timedelta
 from .errors import InvalidArgument, SchedulerError
 from .models import Occurrence, Settlement
-from .observe import notify
+from .observe import attempt_fields, notify
 from .options import WorkerOptions
 from .runtime import RunResult, Runtime
 from .store.base import OwnerLockHandle
@@ -136,6 +136,7 @@ class Worker:
         self._lock = threading.Lock()
         self._summary = WorkerSummary()
         self._owner_lock: OwnerLockHandle | None = None
+        self._feed: ClaimAhead | None = None
 
     # Convenience views of the options (the figures a supervisor usually wants).
     @property
@@ -194,6 +195,9 @@ class Worker:
         if stop.is_set():
             force.set()
         stop.set()
+        feed = self._feed
+        if feed is not None:
+            feed.stop_claiming()  # no new claims from now on (only sets an event)
 
     def run(self, *, install_signal_handlers: bool = True) -> WorkerSummary:
         """Run until :meth:`stop` (or SIGTERM/SIGINT) and a graceful shutdown; blocking.
@@ -217,7 +221,9 @@ class Worker:
             wait_for_work=self._wait_for_work,
             generation=lambda: store.work_signal.generation,
             on_error=lambda exc: logger.error("claiming failed: %s", exc, exc_info=exc),
+            wake=store.work_signal.notify,
         )
+        self._feed = feed
         slots = [
             threading.Thread(
                 target=self._slot,
@@ -228,8 +234,10 @@ class Worker:
             for n in range(options.concurrency)
         ]
         helpers: list[threading.Thread] = []
+        metrics = None
         runtime.keeper.hold_open()
         try:
+            metrics = self._serve_metrics()
             self._announce()
             settler.start()
             feed.start()
@@ -248,8 +256,9 @@ class Worker:
         finally:
             stop.set()
             try:
+                store.work_signal.notify()  # an idle feeder waits on it
                 self._release(feed.stop())
-                store.work_signal.notify()
+                self._feed = None
                 self._shutdown([slot for slot in slots if slot.ident is not None], force)
                 if not settler.close(FLUSH_WAIT_S):
                     logger.warning("some results were not committed; they will run again")
@@ -259,6 +268,8 @@ class Worker:
                 self._summary.settle_transactions = settler.batches
                 self._farewell()
             finally:
+                if metrics is not None:
+                    metrics.close()
                 runtime.keeper.release_hold()
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
@@ -301,19 +312,32 @@ class Worker:
                 claimed = feed.take(stop)
                 if claimed is None:
                     return
+                # The claim stays counted against the worker's capacity until its result is
+                # committed (its lease is held until then), not merely until its handler ends.
+                release = _Once(feed.done)
+
+                def report(result: RunResult, release: _Once = release) -> None:
+                    try:
+                        self._record(result)
+                    finally:
+                        release()
+
                 try:
                     running = runtime.start_attempt(
                         claimed.occurrence,
                         None,
                         commit=commit,
-                        report=self._record,
+                        report=report,
                         claimed_at=claimed.claimed_at,
                     )
                     runtime.execute(running)
                 except Exception:
-                    logger.exception("running occurrence %s failed", claimed.occurrence.id)
-                finally:
-                    feed.done()
+                    logger.exception(
+                        "running occurrence %s failed",
+                        claimed.occurrence.id,
+                        extra=attempt_fields(claimed.occurrence),
+                    )
+                    release()
         except BaseException:
             # SystemExit from a handler ends a thread silently; say why this slot is gone.
             logger.exception("a worker slot stopped unexpectedly")
@@ -451,6 +475,33 @@ class Worker:
         if report.occurrences:
             logger.info("pruned %d settled occurrence(s)", report.occurrences)
 
+    def _serve_metrics(self) -> Any:
+        """Serve Prometheus metrics when ``metrics_port`` is set (needs ``jobledger[metrics]``)."""
+        options = self.options
+        if options.metrics_port is None:
+            return None
+        try:
+            from .metrics import PrometheusObserver, serve_metrics
+        except ImportError as exc:
+            raise InvalidArgument(
+                "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
+                details={"field": "metrics_port"},
+            ) from exc
+        observer = self.runtime.observer
+        if not isinstance(observer, PrometheusObserver):
+            logger.warning(
+                "the runtime has no PrometheusObserver: serving only the store's metrics "
+                "(App.worker(metrics_port=…) sets one up)"
+            )
+        server = serve_metrics(
+            self.runtime.store,
+            host=options.metrics_host,
+            port=options.metrics_port,
+            observer=observer if isinstance(observer, PrometheusObserver) else None,
+        )
+        logger.info("serving metrics on %s", server.url)
+        return server
+
     def _announce(self) -> None:
         options = self.options
         store = self.runtime.store
@@ -506,6 +557,20 @@ class Worker:
                 plans=current.plans,
                 reaped=current.reaped,
             )
+
+
+class _Once:
+    """Calls ``action`` the first time it is called, never again."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action: Callable[[], None] | None = action
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            action, self._action = self._action, None
+        if action is not None:
+            action()
 
 
 def _version() -> str:

@@ -8,10 +8,41 @@ import types
 import pytest
 
 import jobledger
+import jobledger.app
+import jobledger.attempt
+import jobledger.batching
 import jobledger.contract
+import jobledger.durations
 import jobledger.errors
+import jobledger.handlers
+import jobledger.heartbeat
+import jobledger.keeper
+import jobledger.models
+import jobledger.options
+import jobledger.retry
+import jobledger.runtime
+import jobledger.testing
+import jobledger.watchdog
+import jobledger.worker
 
-MODULES = [jobledger, jobledger.contract, jobledger.errors]
+# Modules whose __all__ lists every public class and function they define. (options, runtime
+# and attempt also define helpers used only inside the package, deliberately not exported.)
+COMPLETE = [
+    jobledger.app,
+    jobledger.batching,
+    jobledger.contract,
+    jobledger.durations,
+    jobledger.errors,
+    jobledger.handlers,
+    jobledger.heartbeat,
+    jobledger.keeper,
+    jobledger.models,
+    jobledger.retry,
+    jobledger.testing,
+    jobledger.watchdog,
+    jobledger.worker,
+]
+MODULES = [jobledger, jobledger.attempt, jobledger.options, jobledger.runtime, *COMPLETE]
 
 
 def ruff_sort_key(name: str) -> tuple[int, list[object]]:
@@ -71,7 +102,7 @@ def test_package_exports_every_public_name():
     assert public - set(jobledger.__all__) == set()
 
 
-@pytest.mark.parametrize("module", [jobledger.contract, jobledger.errors], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", COMPLETE, ids=lambda m: m.__name__)
 def test_modules_export_every_public_class_and_function_they_define(module):
     defined = {
         name
@@ -95,3 +126,29 @@ def test_package_reexports_the_spec_api():
         assert name in jobledger.__all__
     assert jobledger.canonical_json is jobledger.contract.canonical_json
     assert jobledger.SchedulerError is jobledger.errors.SchedulerError
+
+
+def test_the_types_users_annotate_with_are_exported():
+    # Issue 8: handlers, authorizers, options and batch inputs can be annotated from the top.
+    for name, home in [
+        ("Authorizer", jobledger.handlers),
+        ("Handler", jobledger.handlers),
+        ("JobContext", jobledger.handlers),
+        ("HeartbeatDriver", jobledger.heartbeat),
+        ("WorkerOptions", jobledger.options),
+        ("EnqueueRequest", jobledger.models),
+        ("Renewal", jobledger.models),
+        ("Settlement", jobledger.models),
+        ("RuntimeRunSummary", jobledger.runtime),
+        ("WorkerSummary", jobledger.worker),
+        ("UnsafePath", jobledger.errors),
+        ("StoreNotFound", jobledger.errors),
+    ]:
+        assert name in jobledger.__all__
+        assert getattr(jobledger, name) is getattr(home, name)
+
+
+def test_unsafe_path_has_its_own_class_and_code():
+    assert issubclass(jobledger.UnsafePath, jobledger.SchedulerError)
+    assert jobledger.UnsafePath("x").code == "SCHEDULER_UNSAFE_PATH"
+    assert issubclass(jobledger.StoreNotFound, jobledger.NotFound)

@@ -1,8 +1,16 @@
-"""Fixtures for runtime, worker and app tests: a temp-file SQLite store on a FakeClock."""
+"""Fixtures for runtime, worker and app tests: a temp-file SQLite store on a FakeClock.
+
+``store`` is SQLite only (most runtime tests are about the runtime, not the backend).
+``any_store`` / ``any_target`` run a test once per backend — SQLite and PostgreSQL, a fresh
+database cloned from a migrated template — as ``tests/store/conftest.py`` does, for App and
+worker behaviour that goes through the store and could differ between backends.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +19,9 @@ import pytest
 import jobledger
 from jobledger.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
+from tests.store.pg_support import postgres_database_url, postgres_template
+
+__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 LEASE_MS = 10_000
@@ -24,6 +35,25 @@ def store_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(store_path: Path, clock: FakeClock) -> Iterator[jobledger.Store]:
     with jobledger.open_store(store_path, clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def any_target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """What ``open_store`` / ``App`` take for this backend: a file path or a fresh database URL."""
+    if backend == "sqlite":
+        return str(tmp_path / "db" / "jobledger.sqlite3")
+    return str(request.getfixturevalue("postgres_database_url"))
+
+
+@pytest.fixture
+def any_store(any_target: str, clock: FakeClock) -> Iterator[jobledger.Store]:
+    with jobledger.open_store(any_target, clock=clock) as opened:
         yield opened
 
 
@@ -46,7 +76,7 @@ def make_runtime(
         options.setdefault("clock", clock)
         options.setdefault("heartbeat", driver)
         options.setdefault("lease_ms", LEASE_MS)
-        options.setdefault("retry_policy", jobledger.FixedBackoff(0))
+        options.setdefault("retry_policy", jobledger.FixedBackoff(timedelta(0)))
         runtime = jobledger.Runtime(options.pop("store", store), handlers=handlers, **options)
         made.append(runtime)
         return runtime
@@ -77,3 +107,9 @@ def add_job(
 def event_types(store: jobledger.Store, occurrence_id: str) -> list[str]:
     """History oldest first."""
     return [event.type for event in reversed(store.history(occurrence_id=occurrence_id))]
+
+
+def stop_worker(worker: jobledger.Worker, thread: threading.Thread, timeout_s: float = 10) -> None:
+    """Stop a worker running in ``thread`` and wait (bounded) for it to return."""
+    worker.stop()
+    thread.join(timeout_s)

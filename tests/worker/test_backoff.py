@@ -15,7 +15,10 @@ from jobledger.retry import ExponentialBackoff, FixedBackoff
 
 policies = st.builds(
     lambda base, factor, extra, jitter: ExponentialBackoff(
-        base=base, factor=factor, cap=base + extra, jitter=jitter
+        base=timedelta(milliseconds=base),
+        factor=factor,
+        cap=timedelta(milliseconds=base + extra),
+        jitter=jitter,
     ),
     base=st.integers(0, 10**7),
     factor=st.floats(1, 10, allow_nan=False),
@@ -43,7 +46,9 @@ def test_exponential_delay_stays_within_documented_bounds(policy, attempt, seed)
     attempt=st.integers(1, 200),
 )
 def test_without_jitter_the_delay_grows_monotonically_to_the_cap(base, factor, attempt):
-    policy = ExponentialBackoff(base=base, factor=factor, cap=base * 1000, jitter=0)
+    policy = ExponentialBackoff(
+        base=timedelta(milliseconds=base), factor=factor, cap=timedelta(seconds=base), jitter=0
+    )
     rng = random.Random(0)
     assert policy.delay_ms(attempt, rng) <= policy.delay_ms(attempt + 1, rng)
     assert policy.delay_ms(1, rng) == base
@@ -63,19 +68,21 @@ def test_defaults_and_timedeltas():
     assert policy.raw_delay_ms(10**6) == 600_000
     assert ExponentialBackoff(base=timedelta(seconds=2), jitter=0).delay_ms(2, rng) == 4_000
     assert FixedBackoff(timedelta(seconds=3)).delay_ms(9, rng) == 3_000
+    assert FixedBackoff(delay_ms=3_000) == FixedBackoff(timedelta(seconds=3))
+    assert FixedBackoff(timedelta(0)).delay_ms(1, rng) == 0
     assert isinstance(policy, jobledger.BackoffPolicy)
 
 
 @pytest.mark.parametrize(
     "options",
     [
-        {"base": -1},
-        {"base": 10, "cap": 5},
+        {"base": timedelta(milliseconds=-1)},
+        {"base": timedelta(seconds=10), "cap": timedelta(seconds=5)},
         {"factor": 0.5},
         {"factor": float("inf")},
         {"jitter": 1.5},
         {"jitter": -0.1},
-        {"base": 1.5},
+        {"base": timedelta(microseconds=1500)},  # not a whole number of milliseconds
     ],
 )
 def test_invalid_policies_are_refused(options):
@@ -87,4 +94,34 @@ def test_attempt_must_be_positive():
     with pytest.raises(jobledger.InvalidArgument):
         ExponentialBackoff().delay_ms(0, random.Random())
     with pytest.raises(jobledger.InvalidArgument):
-        FixedBackoff(1).delay_ms(0, random.Random())
+        FixedBackoff(timedelta(seconds=1)).delay_ms(0, random.Random())
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: ExponentialBackoff(base=1000), "base"),
+        (lambda: ExponentialBackoff(cap=60), "cap"),
+        (lambda: ExponentialBackoff(base=1.5), "base"),
+        (lambda: FixedBackoff(30), "delay"),
+        (lambda: FixedBackoff(30.0), "delay"),
+    ],
+)
+def test_bare_numbers_are_refused_where_the_name_has_no_unit(build, field):
+    # FixedBackoff(30) used to be 30 ms (issue 8): now the error says what to pass instead.
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        build()
+    assert raised.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert "timedelta" in raised.value.message
+    assert field in raised.value.message
+
+
+def test_fixed_backoff_needs_exactly_one_of_delay_and_delay_ms():
+    with pytest.raises(jobledger.InvalidArgument):
+        FixedBackoff()
+    with pytest.raises(jobledger.InvalidArgument):
+        FixedBackoff(timedelta(seconds=1), delay_ms=1000)
+    with pytest.raises(jobledger.InvalidArgument):
+        FixedBackoff(delay_ms=timedelta(seconds=1))
+    with pytest.raises(jobledger.InvalidArgument):
+        FixedBackoff(delay_ms=-1)

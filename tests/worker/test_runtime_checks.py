@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -26,7 +30,8 @@ class Recorder:
 
 
 class StoreWithoutJobs:
-    """Delegates to a real store but pretends every job is gone (jobs cannot be deleted)."""
+    """Delegates to a real store but pretends every job is gone: reads find no job and claims
+    carry none (as if the job vanished between the claim and the attempt)."""
 
     def __init__(self, store: jobledger.Store) -> None:
         self._store = store
@@ -34,8 +39,31 @@ class StoreWithoutJobs:
     def get_job(self, job_id: str) -> None:
         return None
 
+    def claim_next(self, **options: Any) -> jobledger.Occurrence | None:
+        claimed = self._store.claim_next(**options)
+        return None if claimed is None else dataclasses.replace(claimed, job=None)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class CountingStore:
+    """Delegates to a real store and counts the calls made through it."""
+
+    def __init__(self, store: jobledger.Store) -> None:
+        self._store = store
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if not callable(value):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return value(*args, **kwargs)
+
+        return counted
 
 
 def test_success_authorizes_snapshots_then_executes_and_settles(store, clock, make_runtime):
@@ -59,12 +87,24 @@ def test_success_authorizes_snapshots_then_executes_and_settles(store, clock, ma
     assert ctx.decision.allowed is True
     assert ctx.decision.reason == "ok"
     assert ctx.authority["principal"] == {"type": "user", "id": "tester"}
+    # Step 5 holds without a write while the claim is fresh (issue 10): no occurrence_renewed.
     assert event_types(store, occurrence.id) == [
         "occurrence_enqueued",
         "occurrence_claimed",
-        "occurrence_renewed",
         "occurrence_succeeded",
     ]
+
+
+def test_the_claim_carries_the_job_so_a_fresh_attempt_reads_nothing_more(
+    store, clock, make_runtime
+):
+    add_job(store, clock=clock)
+    counting = CountingStore(store)
+    result = make_runtime({"echo": Recorder("ok")}, store=counting).run_next()
+    assert result.status == "succeeded"
+    assert counting.calls["get_job"] == 0
+    assert counting.calls["renew"] == 0
+    assert (counting.calls["claim_next"], counting.calls["settle_batch"]) == (1, 1)
 
 
 def test_job_missing_is_final(store, clock, make_runtime):
@@ -90,9 +130,24 @@ def test_stale_revision_is_final(store, clock, make_runtime):
     assert handler.calls == []
 
 
+def test_an_unknown_kind_is_not_claimed_it_stays_queued(store, clock, make_runtime):
+    # Issue 8: a runtime claims only the kinds it has handlers for (it used to claim every kind
+    # and dead-letter the unknown ones), so during a rolling deploy the work waits for a runtime
+    # that knows it.
+    occurrence = add_job(store, kind="unknown", clock=clock)
+    runtime = make_runtime({"echo": Recorder()})
+    assert runtime.run_next() == jobledger.RunResult("idle")
+    assert runtime.run_until_idle().status == "idle"
+    assert runtime.claim_batch(10) == []
+    assert store.get_occurrence(occurrence.id).status == "queued"
+    assert make_runtime({}).run_next() == jobledger.RunResult("idle")  # no handlers at all
+    assert store.get_occurrence(occurrence.id).status == "queued"
+
+
 def test_missing_handler_is_final_and_keeps_the_reference_code(store, clock, make_runtime):
+    # Only reachable when the caller asks for a kind explicitly (or the handler set changed).
     add_job(store, kind="unknown", clock=clock)
-    result = make_runtime({"echo": Recorder()}).run_next()
+    result = make_runtime({"echo": Recorder()}).run_next(job_kind="unknown")
     assert result.status == "dead_letter"
     assert result.error["code"] == "SCHEDULER_RUNTIME_ADAPTER_MISSING"
     assert result.error["details"] == {"jobKind": "unknown"}
@@ -184,20 +239,148 @@ def test_async_authorizer_is_awaited(store, clock, make_runtime):
     assert make_runtime({"echo": Recorder()}, authorize=authorize).run_next().status == "succeeded"
 
 
+SLOW_S = 0.05  # longer than the renew interval of the runtimes below
+
+
 def test_lease_is_revalidated_after_slow_authorization(store, clock: FakeClock, make_runtime):
     occurrence = add_job(store, clock=clock)
 
     def slow(request: object) -> dict[str, bool]:
-        clock.advance(LEASE_MS)  # the lease expired while the policy was consulted
+        time.sleep(SLOW_S)  # slow on the monotonic clock: longer than one renew interval
+        clock.advance(LEASE_MS)  # and the lease expired while the policy was consulted
         return {"allowed": True}
 
     handler = Recorder()
-    result = make_runtime({"echo": handler}, authorize=slow).run_next()
+    runtime = make_runtime({"echo": handler}, authorize=slow, renew_interval_ms=20)
+    result = runtime.run_next()
     assert result.status == "aborted"
     assert result.lease_lost is True
     assert result.error["code"] == "SCHEDULER_LEASE_LOST"
     assert handler.calls == []
     assert event_types(store, occurrence.id) == ["occurrence_enqueued", "occurrence_claimed"]
+
+
+def test_a_slow_authorization_renews_once_before_the_handler(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+
+    def slow(request: object) -> dict[str, bool]:
+        time.sleep(SLOW_S)
+        return {"allowed": True}
+
+    runtime = make_runtime({"echo": Recorder("ok")}, authorize=slow, renew_interval_ms=20)
+    assert runtime.run_next().status == "succeeded"
+    assert event_types(store, occurrence.id) == [
+        "occurrence_enqueued",
+        "occurrence_claimed",
+        "occurrence_renewed",
+        "occurrence_succeeded",
+    ]
+
+
+def test_a_fresh_claim_is_not_revalidated_so_an_expired_lease_is_caught_at_the_settle(
+    store, clock: FakeClock, make_runtime
+):
+    """Step 5 is judged on the monotonic clock: a store-clock jump inside a fast authorizer is
+    not noticed before the handler; the settle's fence check refuses the result instead."""
+    occurrence = add_job(store, clock=clock)
+
+    def jumps(request: object) -> dict[str, bool]:
+        clock.advance(LEASE_MS)
+        return {"allowed": True}
+
+    handler = Recorder("late")
+    result = make_runtime({"echo": handler}, authorize=jumps).run_next()
+    assert len(handler.calls) == 1  # changed by issue 10: the old runtime renewed here first
+    assert (result.status, result.lease_lost) == ("aborted", True)
+    assert result.error["code"] == "SCHEDULER_LEASE_LOST"
+    assert store.get_occurrence(occurrence.id).result is None
+    assert event_types(store, occurrence.id) == ["occurrence_enqueued", "occurrence_claimed"]
+
+
+def test_a_stale_claim_is_renewed_and_its_job_read_again(store, clock, make_runtime):
+    """A claim older than one renew interval (it waited, e.g. in a worker's prefetch buffer)
+    gets the reference's revalidating renew, and its job is read again: a job changed while
+    the claim waited is caught by step 2."""
+    occurrence = add_job(store, clock=clock)
+    counting = CountingStore(store)
+    handler = Recorder()
+    runtime = make_runtime({"echo": handler}, store=counting, renew_interval_ms=20)
+    [claimed] = runtime.claim_batch(1)
+    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    done: list[jobledger.RunResult] = []
+    running = runtime.start_attempt(
+        claimed,
+        None,
+        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
+        report=done.append,
+        claimed_at=time.monotonic() - 1,  # claimed a second ago: stale
+    )
+    runtime.execute(running)
+    [result] = done
+    assert (result.status, result.error["code"]) == (
+        "dead_letter",
+        "SCHEDULER_RUNTIME_STALE_REVISION",
+    )
+    assert counting.calls["get_job"] == 1
+    assert handler.calls == []
+    assert "occurrence_renewed" not in event_types(store, occurrence.id)  # step 2 failed first
+
+
+def test_a_stale_claim_still_held_is_renewed_once_then_runs(store, clock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    runtime = make_runtime({"echo": Recorder("ok")}, renew_interval_ms=20)
+    [claimed] = runtime.claim_batch(1)
+    done: list[jobledger.RunResult] = []
+    running = runtime.start_attempt(
+        claimed,
+        None,
+        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
+        report=done.append,
+        claimed_at=time.monotonic() - 1,
+    )
+    runtime.execute(running)
+    assert [(r.status, r.result) for r in done] == [("succeeded", "ok")]
+    assert event_types(store, occurrence.id) == [
+        "occurrence_enqueued",
+        "occurrence_claimed",
+        "occurrence_renewed",
+        "occurrence_succeeded",
+    ]
+
+
+def test_a_stale_claim_whose_lease_is_gone_runs_nothing(store, clock: FakeClock, make_runtime):
+    occurrence = add_job(store, clock=clock)
+    handler = Recorder()
+    runtime = make_runtime({"echo": handler}, renew_interval_ms=20)
+    [claimed] = runtime.claim_batch(1)
+    clock.advance(LEASE_MS)
+    store.claim_next(owner_id="other", lease_ms=LEASE_MS)  # reclaimed while it waited
+    done: list[jobledger.RunResult] = []
+    running = runtime.start_attempt(
+        claimed,
+        None,
+        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
+        report=done.append,
+        claimed_at=time.monotonic() - 1,
+    )
+    runtime.execute(running)
+    [result] = done
+    assert (result.status, result.lease_lost) == ("aborted", True)
+    assert handler.calls == []
+    assert store.get_occurrence(occurrence.id).lease_owner == "other"
+
+
+def test_run_claimed_revalidates_a_claim_that_waited(store, clock, make_runtime):
+    add_job(store, clock=clock)
+    handler = Recorder()
+    runtime = make_runtime({"echo": handler}, renew_interval_ms=20)
+    [claimed] = runtime.claim_batch(1)
+    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    clock.advance(50)  # the claim is now older than one renew interval (by its lease)
+    result = runtime.run_claimed(claimed)
+    assert result.status == "dead_letter"
+    assert result.error["code"] == "SCHEDULER_RUNTIME_STALE_REVISION"
+    assert handler.calls == []
 
 
 def test_cancellation_during_authorization_is_retryable_aborted(store, clock, make_runtime):
@@ -246,17 +429,23 @@ def test_cancelled_before_claiming_claims_nothing(store, clock, make_runtime):
 
 
 def test_heartbeat_that_cannot_start_is_retryable(store, clock, make_runtime):
-    add_job(store, clock=clock)
+    occurrence = add_job(store, clock=clock)
 
     class BrokenDriver:
         def start(self, interval_ms: int, beat: object) -> object:
             raise OSError("no threads left")
 
     handler = Recorder()
-    result = make_runtime({"echo": handler}, heartbeat=BrokenDriver()).run_next()
+    runtime = make_runtime({"echo": handler}, heartbeat=BrokenDriver())
+    try:
+        result = runtime.run_next()
+    finally:
+        assert handler.calls == []
+        assert runtime.in_flight() == []
+        assert runtime.keeper.tracked == 0
     assert result.status == "retry_wait"
     assert result.error["code"] == "SCHEDULER_RUNTIME_TIMER_FAILED"
-    assert handler.calls == []
+    assert store.get_occurrence(occurrence.id).lease_owner is None
 
 
 def test_non_json_result_is_a_final_failure(store, clock, make_runtime):
@@ -433,7 +622,9 @@ def test_run_next_claims_only_the_requested_kind_and_workspace(store, clock, mak
 def test_without_a_clock_retry_instants_come_from_the_store(store, clock, make_runtime):
     add_job(store, clock=clock)
     runtime = make_runtime(
-        {"echo": lambda ctx: 1 / 0}, clock=None, retry_policy=jobledger.FixedBackoff(7_000)
+        {"echo": lambda ctx: 1 / 0},
+        clock=None,
+        retry_policy=jobledger.FixedBackoff(timedelta(seconds=7)),
     )
     assert runtime.clock == store.now
     clock.advance(123)  # the store's FakeClock, far from the wall clock

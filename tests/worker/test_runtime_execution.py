@@ -48,7 +48,7 @@ def test_retry_at_accepts_aware_datetimes_and_epoch_ms(store, clock: FakeClock, 
         raise jobledger.Retry(at=at)
 
     def by_ms(ctx: jobledger.JobContext) -> None:
-        raise jobledger.Retry(at=target + 1)
+        raise jobledger.Retry(at_ms=target + 1)
 
     runtime = make_runtime({"echo": by_datetime, "ms": by_ms})
     results = runtime.run_until_idle().results
@@ -59,9 +59,37 @@ def test_retry_rejects_naive_datetimes_and_both_arguments():
     with pytest.raises(jobledger.InvalidArgument):
         jobledger.Retry(at=datetime(2026, 1, 1))  # noqa: DTZ001 - the point of the test
     with pytest.raises(jobledger.InvalidArgument):
-        jobledger.Retry(delay=1, at=2)
+        jobledger.Retry(delay=timedelta(seconds=1), at=datetime(2026, 1, 1, tzinfo=UTC))
     with pytest.raises(jobledger.InvalidArgument):
-        jobledger.Retry(delay=-1)
+        jobledger.Retry(delay_ms=1, at_ms=2)
+    with pytest.raises(jobledger.InvalidArgument):
+        jobledger.Retry(delay=timedelta(seconds=-1))
+    with pytest.raises(jobledger.InvalidArgument):
+        jobledger.Retry(delay_ms=-1)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "hint"),
+    [
+        ({"delay": 60}, "delay_ms"),  # Retry(delay=60) used to be 60 ms (issue 8)
+        ({"delay": 1.5}, "delay_ms"),
+        ({"at": 1_700_000_000_000}, "at_ms"),
+    ],
+)
+def test_retry_refuses_bare_numbers_where_the_name_has_no_unit(arguments, hint):
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        jobledger.Retry(**arguments)
+    assert raised.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert hint in raised.value.message
+
+
+def test_retry_takes_timedeltas_datetimes_and_their_ms_twins():
+    assert jobledger.Retry(delay=timedelta(minutes=1)).delay_ms == 60_000
+    assert jobledger.Retry(delay_ms=60_000).delay_ms == 60_000
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert jobledger.Retry(at=at).retry_at == 1_767_225_600_000
+    assert jobledger.Retry(at_ms=1_767_225_600_000).retry_at == 1_767_225_600_000
+    assert (jobledger.Retry().delay_ms, jobledger.Retry().retry_at) == (None, None)
 
 
 def test_plain_exceptions_retry_with_the_kinds_backoff(store, clock: FakeClock, make_runtime):
@@ -74,7 +102,7 @@ def test_plain_exceptions_retry_with_the_kinds_backoff(store, clock: FakeClock, 
     runtime = make_runtime(
         {"slow": boom, "fast": boom},
         retry_policy=jobledger.FixedBackoff(timedelta(seconds=7)),
-        retry_policies={"fast": jobledger.FixedBackoff(250)},
+        retry_policies={"fast": jobledger.FixedBackoff(delay_ms=250)},
     )
     by_kind = {}
     for result in runtime.run_until_idle().results:
@@ -92,7 +120,9 @@ def test_retry_without_a_delay_uses_the_backoff(store, clock: FakeClock, make_ru
     def handler(ctx: jobledger.JobContext) -> None:
         raise jobledger.Retry()
 
-    policy = jobledger.ExponentialBackoff(base=1000, factor=3, cap=60_000, jitter=0)
+    policy = jobledger.ExponentialBackoff(
+        base=timedelta(seconds=1), factor=3, cap=timedelta(minutes=1), jitter=0
+    )
     runtime = make_runtime({"echo": handler}, retry_policies={"echo": policy})
     assert runtime.run_next().occurrence.available_at == clock() + 1000
     clock.advance(1000)
@@ -254,7 +284,7 @@ def test_the_fence_reaches_the_handler_and_grows_per_claim(store, clock: FakeClo
     def handler(ctx: jobledger.JobContext) -> None:
         fences.append((ctx.occurrence_id, ctx.fence, ctx.idempotency_key))
         if len(fences) < 3:
-            raise jobledger.Retry(delay=0)
+            raise jobledger.Retry(delay=timedelta(0))
 
     runtime = make_runtime({"echo": handler})
     runtime.run_until_idle()

@@ -37,7 +37,8 @@ def test_heartbeats_keep_a_long_handler_leased(store, clock: FakeClock, make_run
     assert driver.intervals == [runtime.renew_interval_ms]
     assert (driver.started, driver.stopped, driver.active) == (1, 1, 0)
     types = event_types(store, occurrence.id)
-    assert types.count("occurrence_renewed") == 6  # revalidation + five heartbeats
+    # Five heartbeats; no revalidating renew before the handler (a fresh claim, issue 10).
+    assert types.count("occurrence_renewed") == 5
     assert types[-1] == "occurrence_succeeded"
 
 
@@ -90,7 +91,7 @@ def test_a_lost_lease_cancels_the_handler_and_the_loser_settles_nothing(
     loser_writes = [
         e.type for e in store.history(occurrence_id=occurrence.id) if e.owner_id == "loser"
     ]
-    assert sorted(loser_writes) == ["occurrence_claimed", "occurrence_renewed"]
+    assert loser_writes == ["occurrence_claimed"]  # no step-5 renew on a fresh claim
     settled = store.settle(
         occurrence_id=occurrence.id, owner_id="winner", fence=2, outcome="succeeded", result=1
     )
@@ -212,21 +213,24 @@ def test_abandon_releases_the_lease_and_another_runtime_finishes(
     ] == ["worker_shutdown"]
 
 
-def test_a_release_while_the_heartbeat_starts_never_runs_the_handler(
+def test_a_release_before_the_handler_starts_never_runs_the_handler(
     store, clock: FakeClock, make_runtime
 ):
-    """A worker giving the lease back between authorization and the handler's start wins."""
+    """A worker giving the lease back between the claim and the handler's start wins.
+
+    (This used to land inside the per-attempt heartbeat's start; the one heartbeat per runtime
+    now starts when the attempt is registered, so the shutdown lands during authorization.)
+    """
     occurrence = add_job(store, clock=clock)
     calls: list[str] = []
     holder: list[jobledger.Runtime] = []
 
-    class ReleasingDriver:
-        def start(self, interval_ms: int, beat: Any) -> Any:
-            holder[0].abandon_all()  # the shutdown lands exactly here
-            return ManualHeartbeat().start(interval_ms, beat)
+    def authorize(request: jobledger.AuthorizationRequest) -> dict[str, bool]:
+        holder[0].abandon_all()  # the shutdown lands exactly here
+        return {"allowed": True}
 
     runtime = make_runtime(
-        {"echo": lambda ctx: calls.append("ran")}, heartbeat=ReleasingDriver(), owner_id="first"
+        {"echo": lambda ctx: calls.append("ran")}, authorize=authorize, owner_id="first"
     )
     holder.append(runtime)
     result = runtime.run_next()
@@ -234,6 +238,8 @@ def test_a_release_while_the_heartbeat_starts_never_runs_the_handler(
     assert calls == []
     after = store.get_occurrence(occurrence.id)
     assert (after.status, after.attempt) == ("retry_wait", 0)
+    assert runtime.in_flight() == []
+    assert runtime.keeper.tracked == 0
 
 
 def test_a_failing_cancel_callback_does_not_stop_the_release(store, clock: FakeClock, make_runtime):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,9 +14,10 @@ import jobledger
 from jobledger.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock, run_until_idle
 
-from .conftest import add_job, event_types
+from .conftest import add_job, event_types, stop_worker
 
 WAIT_S = 5
+FAST_POLL = timedelta(milliseconds=20)  # so a stopping feeder never waits long for its poll
 
 
 def start(worker: jobledger.Worker) -> tuple[threading.Thread, list[Any]]:
@@ -57,12 +60,13 @@ def test_an_enqueue_in_the_same_process_wakes_an_idle_worker(store, clock, make_
         done.set()
         return "woken"
 
-    worker = jobledger.Worker(make_runtime({"echo": handler}), poll_interval=3_600_000)
+    worker = jobledger.Worker(
+        make_runtime({"echo": handler}), poll_interval=timedelta(hours=1), planner=False
+    )
     thread, box = start(worker)
     store.enqueue_occurrence(job_id="job-1", scheduled_for=clock(), trigger_key="now")
     assert done.wait(WAIT_S), "the worker did not wake on the work signal"
-    worker.stop()
-    thread.join(WAIT_S)
+    stop_worker(worker, thread)
     assert box[0].statuses["succeeded"] == 1
 
 
@@ -87,7 +91,7 @@ def test_concurrent_sync_and_async_handlers(store, clock, make_runtime):
         return "async"
 
     runtime = make_runtime({"sync": sync_handler, "async": async_handler})
-    worker = jobledger.Worker(runtime, concurrency=3, poll_interval=10)
+    worker = jobledger.Worker(runtime, concurrency=3, poll_interval=FAST_POLL, planner=False)
     thread, box = start(worker)
     assert all_done.wait(WAIT_S)
     for _ in range(500):
@@ -108,7 +112,12 @@ def test_stop_lets_in_flight_work_finish_within_the_grace_period(store, clock, m
         release.wait(WAIT_S)
         return "finished"
 
-    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=WAIT_S * 1000)
+    worker = jobledger.Worker(
+        make_runtime({"echo": handler}),
+        grace_period=timedelta(seconds=WAIT_S),
+        poll_interval=FAST_POLL,
+        planner=False,
+    )
     thread, box = start(worker)
     assert started.wait(WAIT_S)
     worker.stop()
@@ -132,7 +141,9 @@ def test_after_the_grace_period_unfinished_leases_are_released(
         return "too late"
 
     runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
-    worker = jobledger.Worker(runtime, grace_period=0)
+    worker = jobledger.Worker(
+        runtime, grace_period=timedelta(0), poll_interval=FAST_POLL, planner=False
+    )
     thread, box = start(worker)
     assert started.wait(WAIT_S)
     worker.stop()
@@ -158,7 +169,12 @@ def test_a_second_stop_skips_the_grace_period(store, clock, make_runtime):
         started.set()
         ctx.cancel_event.wait(WAIT_S)
 
-    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=3_600_000)
+    worker = jobledger.Worker(
+        make_runtime({"echo": handler}),
+        grace_period=timedelta(hours=1),
+        poll_interval=FAST_POLL,
+        planner=False,
+    )
     thread, box = start(worker)
     assert started.wait(WAIT_S)
     worker.stop()
@@ -174,16 +190,31 @@ def test_a_second_stop_skips_the_grace_period(store, clock, make_runtime):
     [
         {"concurrency": 0},
         {"concurrency": 1.5},
-        {"poll_interval": 0},
+        {"concurrency": 1001},
+        {"prefetch": -1},
+        {"poll_interval": timedelta(0)},
+        {"poll_interval": 5},  # was 5 ms; a bare number is refused now
         {"poll_jitter": 1},
-        {"grace_period": -1},
+        {"grace_period": timedelta(seconds=-1)},
+        {"grace_period": 30},
+        {"kinds": set()},
+        {"kinds": "echo"},
+        {"not_an_option": 1},
     ],
 )
 def test_worker_options_are_validated(make_runtime, options):
     with pytest.raises(jobledger.InvalidArgument):
-        jobledger.Worker(make_runtime({}), **options)
+        jobledger.Worker(make_runtime({"echo": print}), **options)
+
+
+def test_a_worker_needs_a_runtime_and_kinds_to_claim(make_runtime):
     with pytest.raises(jobledger.InvalidArgument):
         jobledger.Worker(object())
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        jobledger.Worker(make_runtime({}))  # no handlers, no kinds: it could claim nothing
+    assert raised.value.details == {"field": "kinds"}
+    assert jobledger.Worker(make_runtime({}), kinds={"echo"}).kinds == {"echo"}
+    assert jobledger.Worker(make_runtime({"a": print, "b": print})).kinds == {"a", "b"}
 
 
 def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, make_runtime):
@@ -192,7 +223,7 @@ def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, mak
 
     def handler(ctx: jobledger.JobContext) -> str:
         for _ in range(200):
-            if len(store.history(occurrence_id=ctx.occurrence_id)) >= 4:  # + one heartbeat
+            if event_types(store, ctx.occurrence_id).count("occurrence_renewed") >= 2:
                 renewed.set()
                 break
             threading.Event().wait(0.01)
@@ -214,20 +245,21 @@ def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, mak
 
 
 class SignalProxy:
-    """Delegates to the store's work signal; the first generation read runs ``on_first_read``."""
+    """Delegates to the store's work signal; the first ``wait`` runs ``on_first_wait`` first
+    (after the feeder has decided to wait: the stop check is behind it)."""
 
-    def __init__(self, real: Any, on_first_read: Any) -> None:
+    def __init__(self, real: Any, on_first_wait: Any) -> None:
         self._real = real
-        self._on_first_read = on_first_read
+        self._on_first_wait = on_first_wait
 
     @property
     def generation(self) -> int:
-        hook, self._on_first_read = self._on_first_read, None
-        if hook is not None:
-            hook()
         return self._real.generation
 
     def wait(self, seen: int, timeout_s: float) -> int:
+        hook, self._on_first_wait = self._on_first_wait, None
+        if hook is not None:
+            hook()
         return self._real.wait(seen, timeout_s)
 
     def notify(self) -> None:
@@ -245,56 +277,108 @@ class StoreProxy:
         return getattr(self._store, name)
 
 
-def test_a_stop_between_the_stop_check_and_the_poll_wakes_the_idle_slot(store, clock, make_runtime):
-    """A slot that checked ``stop`` just before a shutdown notified must not sleep a full poll."""
+
+
+def test_an_idle_worker_stops_at_once_whatever_its_poll_interval(store, clock, make_runtime):
     runtime = make_runtime({"echo": lambda ctx: None})
-    worker = jobledger.Worker(runtime, poll_interval=3_600_000, grace_period=3_600_000)
+    worker = jobledger.Worker(runtime, poll_interval=timedelta(hours=1), planner=False)
+    thread, box = start(worker)
+    try:
+        time.sleep(0.2)  # the feeder found nothing and waits for work
+        began = time.monotonic()
+        worker.stop()
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the idle worker slept through the shutdown"
+        assert time.monotonic() - began < 2
+        assert box[0].forced is False
+    finally:
+        store.work_signal.notify()
+        thread.join(15)
+
+
+def test_a_stop_between_the_stop_check_and_the_poll_wakes_the_idle_feeder(
+    store, clock, make_runtime
+):
+    """A feeder that checked ``stop`` just before the shutdown began must not sleep a full poll."""
+    runtime = make_runtime({"echo": lambda ctx: None})
+    worker = jobledger.Worker(
+        runtime, poll_interval=timedelta(hours=1), grace_period=timedelta(hours=1), planner=False
+    )
     real = store.work_signal
 
-    def stop_and_wait_for_the_shutdown_notify() -> None:
-        before = real.generation
+    def stop_while_about_to_wait() -> None:
         worker.stop()
-        for _ in range(500):
-            if real.generation != before:
-                return
-            threading.Event().wait(0.01)
+        time.sleep(1.0)  # run() notices within 0.5 s and starts shutting the feeder down
 
-    runtime.store = StoreProxy(
-        store, work_signal=SignalProxy(real, stop_and_wait_for_the_shutdown_notify)
-    )
+    runtime.store = StoreProxy(store, work_signal=SignalProxy(real, stop_while_about_to_wait))
     thread, box = start(worker)
-    thread.join(WAIT_S)
-    assert not thread.is_alive(), "the idle slot slept through the shutdown"
-    assert box[0].forced is False
+    try:
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the idle feeder slept through the shutdown"
+        assert box[0].forced is False
+    finally:
+        real.notify()
+        thread.join(15)
 
 
-def test_a_claim_registered_after_the_first_abandon_is_still_released(store, clock, make_runtime):
+def test_a_claim_in_flight_when_the_stop_arrives_is_given_back(store, clock, make_runtime):
+    """The feeder's claim transaction commits after the stop: its claims go back at once."""
     occurrence = add_job(store, clock=clock)
-    claimed, gate = threading.Event(), threading.Event()
+    claiming, gate = threading.Event(), threading.Event()
+    ran: list[str] = []
 
     def claim_batch(**kwargs: Any) -> Any:
-        result = store.claim_batch(**kwargs)
-        claimed.set()
-        gate.wait(WAIT_S)  # hold the claim until the worker has abandoned once
-        return result
+        claiming.set()
+        gate.wait(WAIT_S)  # hold the claim until the worker was told to stop
+        return store.claim_batch(**kwargs)
+
+    runtime = make_runtime({"echo": ran.append}, owner_id="leaving")
+    runtime.store = StoreProxy(store, claim_batch=claim_batch)
+    worker = jobledger.Worker(runtime, poll_interval=FAST_POLL, planner=False)
+    thread, box = start(worker)
+    assert claiming.wait(WAIT_S)
+    worker.stop()
+    gate.set()
+    thread.join(WAIT_S)
+    assert not thread.is_alive()
+    assert ran == []
+    assert [o.id for o in box[0].released] == [occurrence.id]
+    after = store.get_occurrence(occurrence.id)
+    assert (after.status, after.attempt, after.lease_owner) == ("retry_wait", 0, None)
+
+
+def test_an_attempt_registered_after_the_first_abandon_is_still_released(
+    store, clock, make_runtime
+):
+    """A slot that took a claim just before the stop and registered it after the first
+    abandon_all pass is released by the next pass."""
+    occurrence = add_job(store, clock=clock)
+    taken, gate = threading.Event(), threading.Event()
 
     def stubborn(ctx: jobledger.JobContext) -> str:
         ctx.cancel_event.wait(WAIT_S)
         return "too late"
 
     runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
-    runtime.store = StoreProxy(store, claim_batch=claim_batch)
-    original_abandon = runtime.abandon_all
+    original_start, original_abandon = runtime.start_attempt, runtime.abandon_all
+
+    def start_attempt(*args: Any, **kwargs: Any) -> Any:
+        taken.set()
+        gate.wait(WAIT_S)  # register only after the worker has abandoned once
+        return original_start(*args, **kwargs)
 
     def abandon_all(reason: str) -> list[jobledger.Occurrence]:
         released = original_abandon(reason)
         gate.set()
         return released
 
+    runtime.start_attempt = start_attempt
     runtime.abandon_all = abandon_all
-    worker = jobledger.Worker(runtime, grace_period=0)
+    worker = jobledger.Worker(
+        runtime, grace_period=timedelta(0), poll_interval=FAST_POLL, planner=False
+    )
     thread, box = start(worker)
-    assert claimed.wait(WAIT_S)
+    assert taken.wait(WAIT_S)
     worker.stop()
     thread.join(WAIT_S)
     assert not thread.is_alive()
@@ -316,7 +400,9 @@ def test_a_slot_that_outlives_run_never_claims_again(store, clock, make_runtime,
         gate.wait(WAIT_S)
 
     runtime = make_runtime({"echo": ignores_cancellation, "later": later.append})
-    worker = jobledger.Worker(runtime, grace_period=0, poll_interval=10)
+    worker = jobledger.Worker(
+        runtime, grace_period=timedelta(0), poll_interval=FAST_POLL, planner=False
+    )
     thread, box = start(worker)
     assert started.wait(WAIT_S)
     worker.stop()
@@ -335,12 +421,17 @@ def test_idle_polls_are_jittered_within_bounds(make_runtime):
     import random
 
     worker = jobledger.Worker(
-        make_runtime({}), poll_interval=1000, poll_jitter=0.25, rng=random.Random(7)
+        make_runtime({"echo": print}),
+        poll_interval=timedelta(seconds=1),
+        poll_jitter=0.25,
+        rng=random.Random(7),
     )
     waits = [worker._poll_timeout() for _ in range(500)]
     assert all(0.75 <= w <= 1.25 for w in waits)
     assert max(waits) - min(waits) > 0.3  # actually spread, not a constant
-    steady = jobledger.Worker(make_runtime({}), poll_interval=1000, poll_jitter=0)
+    steady = jobledger.Worker(
+        make_runtime({"echo": print}), poll_interval=timedelta(seconds=1), poll_jitter=0
+    )
     assert {steady._poll_timeout() for _ in range(10)} == {1.0}
 
 
@@ -372,7 +463,12 @@ def test_an_interrupted_run_gives_leases_back_at_once(store, clock, make_runtime
         started.set()
         ctx.cancel_event.wait(WAIT_S)
 
-    worker = jobledger.Worker(make_runtime({"echo": handler}), grace_period=3_600_000)
+    worker = jobledger.Worker(
+        make_runtime({"echo": handler}),
+        grace_period=timedelta(hours=1),
+        poll_interval=FAST_POLL,
+        planner=False,
+    )
 
     def interrupt() -> None:
         if started.wait(WAIT_S):

@@ -158,6 +158,7 @@ class EnqueueInput:
     payload: Any
     payload_json: str | None
     once_per_trigger: bool
+    match_payload: bool = False
 
 
 def normalize_enqueue(
@@ -168,6 +169,7 @@ def normalize_enqueue(
     payload: object,
     *,
     once_per_trigger: bool,
+    match_payload: bool = False,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -180,7 +182,9 @@ def normalize_enqueue(
     else:
         value = contract.normalize_json(payload, "occurrence.payload")
         text = contract.encode_trusted_json(value)
-    return EnqueueInput(key, scheduled, trigger, available, value, text, once_per_trigger)
+    return EnqueueInput(
+        key, scheduled, trigger, available, value, text, once_per_trigger, match_payload
+    )
 
 
 def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
@@ -207,6 +211,7 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     item.available_at,
                     item.payload,
                     once_per_trigger=normalize_boolean(item.once_per_trigger, "oncePerTrigger"),
+                    match_payload=normalize_boolean(item.match_payload, "matchPayload"),
                 )
             )
         except InvalidArgument as exc:

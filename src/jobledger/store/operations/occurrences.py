@@ -161,7 +161,17 @@ class OccurrenceOperations(JobOperations):
                     details={"jobId": key, "triggerKey": trigger},
                 )
             if existing:
-                return rows.occurrence_from_row(existing[0], deduplicated=True), None
+                found = existing[0]
+                if (
+                    request.match_payload
+                    and request.payload_json is not None
+                    and found["payload_json"] != request.payload_json
+                ):
+                    raise IdempotencyPayloadMismatch(
+                        "This key was used before with a different payload",
+                        details={"jobId": key, "triggerKey": trigger},
+                    )
+                return rows.occurrence_from_row(found, deduplicated=True), None
         for attempt in range(_ENQUEUE_TRIES):
             meta = self._job_meta(tx, key, metas)
             if meta is None:
