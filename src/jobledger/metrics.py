@@ -1,0 +1,430 @@
+"""Prometheus metrics: what a process did (an observer) and what the store holds (a collector).
+
+Needs the optional ``prometheus-client`` package (``pip install 'jobledger[metrics]'``); nothing
+in the core imports this module.
+
+Two sources, because they answer different questions:
+
+* :class:`PrometheusObserver` — an :class:`~jobledger.observe.Observer` the runtime and worker
+  call as things happen *in this process*: claims, reclaims, settlements by status, lost leases,
+  handler durations, busy slots, planner lag. Counters start at zero when the process starts;
+  Prometheus' ``rate``/``increase`` handle the restarts.
+* :class:`StoreCollector` — reads the store *at scrape time*: queue depth by status and kind,
+  the age of the oldest due occurrence per kind, leases held per owner, live workers. These are
+  exact and shared by every process looking at the same store, so a fleet of workers exports the
+  same values several times: aggregate them with ``max``, not ``sum``.
+
+Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on counters)::
+
+    jobledger_claims_total{kind}                      counter
+    jobledger_reclaims_total{kind}                    counter (took over an expired lease)
+    jobledger_settlements_total{kind,status}          counter (succeeded|retry_wait|dead_letter|
+                                                               cancelled|aborted)
+    jobledger_leases_lost_total{kind}                 counter
+    jobledger_handler_duration_seconds{kind}          histogram
+    jobledger_worker_slots_busy                       gauge
+    jobledger_planner_lag_seconds                     histogram (now − slot, at enqueue)
+    jobledger_planner_enqueued_total{kind}            counter
+    jobledger_planner_skipped_runs_total              counter
+    jobledger_occurrences{status,kind}                gauge   (collector)
+    jobledger_oldest_due_age_seconds{kind}            gauge   (collector)
+    jobledger_leases_held{owner}                      gauge   (collector)
+    jobledger_workers{state}                          gauge   (collector: active|stale)
+    jobledger_store_up                                gauge   (collector: 1 if the read worked)
+    jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
+
+Label cardinality is bounded: ``kind`` by the handlers in code, ``status`` and ``state`` by the
+state machine, ``owner`` by the workers holding leases *right now* (a series disappears when its
+owner's leases end; each worker start has a new owner id). Occurrence ids, job ids, payloads and
+error texts never become labels.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .durations import ms_from_timedelta
+from .errors import InvalidArgument, SchedulerError
+from .models import Occurrence
+from .observe import Observer
+from .store.base import Store
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.metrics_core import Metric
+
+    from .attempt import RunResult
+
+__all__ = [
+    "DEFAULT_DURATION_BUCKETS",
+    "DEFAULT_LAG_BUCKETS",
+    "MetricsServer",
+    "PrometheusObserver",
+    "StoreCollector",
+    "metrics_registry",
+    "serve_metrics",
+]
+
+logger = logging.getLogger("jobledger.metrics")
+
+# Job handlers run from milliseconds to hours: the client's default buckets (5 ms–10 s) are
+# shaped for web requests and would put every slow job in +Inf.
+DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+)  # fmt: skip
+DEFAULT_LAG_BUCKETS: tuple[float, ...] = (
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+)  # fmt: skip
+DEFAULT_STALE_AFTER = timedelta(seconds=60)
+_UNKNOWN_KIND = "unknown"
+_STATUSES = ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled")
+# The settlement statuses a RunResult can carry; "idle" and "busy" mean nothing ran.
+_NOT_RUN = frozenset({"idle", "busy"})
+
+
+def _kind(occurrence: Occurrence) -> str:
+    return occurrence.kind or _UNKNOWN_KIND
+
+
+class PrometheusObserver(Observer):
+    """Counts what a runtime or worker does, in ``registry`` (default: a new private
+    :class:`~prometheus_client.CollectorRegistry`, so several observers in one process never
+    clash; pass ``prometheus_client.REGISTRY`` to join the process-wide one).
+
+    Pass it as ``observer=`` to :class:`~jobledger.Runtime`, :meth:`App.worker
+    <jobledger.App.worker>` or :meth:`App.runtime <jobledger.App.runtime>`; serve it with
+    :func:`serve_metrics` or the web app's ``/metrics``.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        duration_buckets: Sequence[float] = DEFAULT_DURATION_BUCKETS,
+        lag_buckets: Sequence[float] = DEFAULT_LAG_BUCKETS,
+    ) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        self.claims = Counter(
+            "jobledger_claims",
+            "Occurrences claimed by this process (reclaims included).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.reclaims = Counter(
+            "jobledger_reclaims",
+            "Claims that took over an occurrence whose previous lease had expired.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.settlements = Counter(
+            "jobledger_settlements",
+            "Attempts ended by this process, by resulting status "
+            "(aborted: nothing settled, e.g. the lease was lost).",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+        self.leases_lost = Counter(
+            "jobledger_leases_lost",
+            "Leases this process held that expired or were taken over before it settled.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.handler_duration = Histogram(
+            "jobledger_handler_duration_seconds",
+            "Time from an attempt's start to the end of its handler.",
+            ["kind"],
+            buckets=tuple(duration_buckets),
+            registry=self.registry,
+        )
+        self.slots_busy = Gauge(
+            "jobledger_worker_slots_busy",
+            "Attempts running in this process now.",
+            registry=self.registry,
+        )
+        self.planner_lag = Histogram(
+            "jobledger_planner_lag_seconds",
+            "How late a planner enqueued a schedule slot (now minus the slot's instant).",
+            buckets=tuple(lag_buckets),
+            registry=self.registry,
+        )
+        self.planner_enqueued = Counter(
+            "jobledger_planner_enqueued",
+            "Schedule slots enqueued by this process's planner.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.planner_skipped = Counter(
+            "jobledger_planner_skipped_runs",
+            "Runs of skipped schedule slots recorded by this process's planner "
+            "(one run may cover many slots).",
+            registry=self.registry,
+        )
+        # Attempts are keyed by (occurrence id, fence): a repeated hook cannot push the busy
+        # gauge below zero, and a lost lease is counted once whichever hook reports it first.
+        self._busy: set[tuple[str, int]] = set()
+        self._lost: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    # -- Observer hooks ---------------------------------------------------------------------
+
+    def claimed(self, occurrences: Sequence[Occurrence]) -> None:
+        for occurrence in occurrences:
+            kind = _kind(occurrence)
+            self.claims.labels(kind).inc()
+            if occurrence.reclaimed:
+                self.reclaims.labels(kind).inc()
+
+    def started(self, occurrence: Occurrence) -> None:
+        with self._lock:
+            self._busy.add((occurrence.id, occurrence.fence))
+            self.slots_busy.set(len(self._busy))
+
+    def finished(self, occurrence: Occurrence, result: RunResult, duration_s: float) -> None:
+        key = (occurrence.id, occurrence.fence)
+        with self._lock:
+            self._busy.discard(key)
+            self.slots_busy.set(len(self._busy))
+            counted = key in self._lost
+            self._lost.discard(key)
+        if result.status in _NOT_RUN:
+            return
+        kind = _kind(occurrence)
+        self.settlements.labels(kind, result.status).inc()
+        self.handler_duration.labels(kind).observe(max(0.0, duration_s))
+        if result.lease_lost and not counted:
+            # A loss found by the final settle (not by a renewal) reaches only this hook.
+            self.leases_lost.labels(kind).inc()
+
+    def lease_lost(self, occurrence: Occurrence) -> None:
+        key = (occurrence.id, occurrence.fence)
+        with self._lock:
+            if key in self._lost:
+                return
+            self._lost.add(key)
+        self.leases_lost.labels(_kind(occurrence)).inc()
+
+    def planned(self, enqueued: Sequence[Occurrence], skipped: int, now: int) -> None:
+        for occurrence in enqueued:
+            self.planner_enqueued.labels(_kind(occurrence)).inc()
+            self.planner_lag.observe(max(0, now - occurrence.scheduled_for) / 1000)
+        if skipped:
+            self.planner_skipped.inc(skipped)
+
+
+class StoreCollector(Collector):
+    """Reads ``store`` at every scrape (through the :class:`~jobledger.Store` protocol only).
+
+    Costs per scrape: ``count_occurrences`` (one grouped count), ``oldest_due``,
+    ``lease_holders``, ``list_workers`` and ``schema_info``. A worker is *active* when it has not
+    stopped and was seen within ``stale_after`` (default 60 s, six default heartbeats). When the
+    store cannot be read, ``jobledger_store_up`` is 0 and the other families are left out.
+    """
+
+    def __init__(self, store: Store, *, stale_after: timedelta = DEFAULT_STALE_AFTER) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgument("store must be a jobledger Store")
+        self.store = store
+        self.stale_after_ms = ms_from_timedelta(stale_after, "stale_after", minimum_ms=1)
+
+    def describe(self) -> Iterable[Metric]:
+        # Names only, so registering does not read the store.
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        families = self._families()
+        occurrences, oldest, leases, workers, up, build = families
+        try:
+            self._fill(occurrences, oldest, leases, workers, build)
+        except SchedulerError:
+            logger.warning("metrics: the store could not be read", exc_info=True)
+            up.add_metric([], 0)
+            return [up]
+        up.add_metric([], 1)
+        return families
+
+    @staticmethod
+    def _families() -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily(
+                "jobledger_occurrences",
+                "Occurrences in the store by status and kind.",
+                labels=["status", "kind"],
+            ),
+            GaugeMetricFamily(
+                "jobledger_oldest_due_age_seconds",
+                "How long the most overdue claimable occurrence of a kind has been due "
+                "(0: nothing waiting).",
+                labels=["kind"],
+            ),
+            GaugeMetricFamily(
+                "jobledger_leases_held",
+                "Live leases per owner (bounded by the workers holding leases now).",
+                labels=["owner"],
+            ),
+            GaugeMetricFamily(
+                "jobledger_workers",
+                "Workers not stopped, by whether they were seen recently (active) or not (stale).",
+                labels=["state"],
+            ),
+            GaugeMetricFamily("jobledger_store_up", "1 if the last scrape could read the store."),
+            GaugeMetricFamily(
+                "jobledger_build_info",
+                "jobledger version, store type and schema version (always 1).",
+                labels=["version", "store", "schema_version"],
+            ),
+        ]
+
+    def _fill(
+        self,
+        occurrences: GaugeMetricFamily,
+        oldest: GaugeMetricFamily,
+        leases: GaugeMetricFamily,
+        workers: GaugeMetricFamily,
+        build: GaugeMetricFamily,
+    ) -> None:
+        store = self.store
+        now = store.now()
+        counts: dict[tuple[str, str], int] = {}
+        kinds: set[str] = set()
+        for row in store.count_occurrences():
+            counts[(row.status, row.kind)] = counts.get((row.status, row.kind), 0) + row.count
+            kinds.add(row.kind)
+        # Every status of every known kind, zeros included, so an alert on a status that has
+        # never happened yet reads 0 instead of nothing.
+        for kind in sorted(kinds):
+            for status in _STATUSES:
+                occurrences.add_metric([status, kind], counts.get((status, kind), 0))
+        due = {item.kind: item.due_at for item in store.oldest_due()}
+        for kind in sorted(kinds | set(due)):
+            age = max(0, now - due[kind]) / 1000 if kind in due else 0.0
+            oldest.add_metric([kind], age)
+        for holder in store.lease_holders():
+            leases.add_metric([holder.owner_id], holder.leases)
+        active = stale = 0
+        for worker in store.list_workers():
+            if worker.stopped_at is not None:
+                continue
+            if now - worker.last_seen_at <= self.stale_after_ms:
+                active += 1
+            else:
+                stale += 1
+        workers.add_metric(["active"], active)
+        workers.add_metric(["stale"], stale)
+        schema = store.schema_info()
+        build.add_metric([_version(), _store_type(store), str(schema.schema_version)], 1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobledger")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _store_type(store: Store) -> str:
+    name = type(store).__name__.lower()
+    if "postgres" in name:
+        return "postgres"
+    if "sqlite" in name:
+        return "sqlite"
+    return name
+
+
+class _Forward(Collector):
+    """Exposes another registry's metrics through this one (an observer's, say)."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.source.collect())
+
+
+def metrics_registry(
+    store: Store | None,
+    *,
+    observer: PrometheusObserver | None = None,
+    registry: CollectorRegistry | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> CollectorRegistry:
+    """A registry exposing ``store`` (a :class:`StoreCollector`; ``None``: no store metrics), the
+    ``observer``'s metrics and any other ``registry``, without changing either of them."""
+    combined = CollectorRegistry()
+    if store is not None:
+        combined.register(StoreCollector(store, stale_after=stale_after))
+    sources = [source for source in (observer.registry if observer else None, registry) if source]
+    for source in dict.fromkeys(sources):  # the same registry twice would double every series
+        combined.register(_Forward(source))
+    return combined
+
+
+class MetricsServer:
+    """A running metrics endpoint (from :func:`serve_metrics`); ``close()`` stops it."""
+
+    def __init__(self, httpd: WSGIServer, thread: threading.Thread, registry: Any) -> None:
+        self._httpd = httpd
+        self._thread = thread
+        self.registry = registry
+        address = httpd.server_address
+        self.host: str = str(address[0])
+        self.port: int = int(address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://host:port/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving and wait for the server thread. Idempotent."""
+        if self._thread.is_alive():
+            self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_metrics(
+    store: Store | None,
+    *,
+    host: str = "127.0.0.1",
+    port: int,
+    observer: PrometheusObserver | None = None,
+    registry: CollectorRegistry | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> MetricsServer:
+    """Serve Prometheus metrics over HTTP on ``host:port`` (``port=0``: any free port) from a
+    daemon thread, and return the running server (``.url``, ``.port``, ``.close()``).
+
+    Exposes the ``observer``'s metrics and, unless ``store`` is ``None``, the store's
+    (:class:`StoreCollector`; a fleet of workers on one store can leave it to one process, or
+    to the web app's ``/metrics``). Binds to loopback by default: put a proxy in front, or
+    choose ``host`` deliberately, to let a Prometheus on another machine scrape it.
+    """
+    if type(port) is not int or not 0 <= port <= 65535:
+        raise InvalidArgument("port must be a TCP port (0–65535)", details={"field": "port"})
+    if not isinstance(host, str) or not host.strip():
+        raise InvalidArgument("host must be a host name or address", details={"field": "host"})
+    if observer is not None and not isinstance(observer, PrometheusObserver):
+        raise InvalidArgument("observer must be a jobledger.metrics.PrometheusObserver")
+    combined = metrics_registry(
+        store, observer=observer, registry=registry, stale_after=stale_after
+    )
+    httpd, thread = start_http_server(port, addr=host, registry=combined)
+    return MetricsServer(httpd, thread, combined)

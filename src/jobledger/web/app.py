@@ -1,0 +1,201 @@
+"""``create_app``: the dashboard as an ASGI app (Starlette), to serve or mount.
+
+Why this stack: Starlette is a small ASGI toolkit (routing, requests, responses — no ORM, no
+settings module) that mounts into any ASGI service; Jinja2 renders every page on the server;
+htmx (shipped in ``static/``, 0BSD licence) adds live refresh by polling without a build step;
+charts are inline SVG drawn in Python. Nothing is fetched from the internet at run time, and a
+strict Content-Security-Policy allows only the app's own scripts and styles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from ..clock import Clock, system_clock
+from ..errors import InvalidArgument, SchedulerError
+from ..store import open_store
+from ..store.base import Store
+from . import actions, pages
+from .core import (
+    STATIC,
+    Dashboard,
+    HTTPProblem,
+    Redirect,
+    SecurityHeaders,
+    error_problem,
+)
+from .settings import (
+    DEFAULT_REFRESH,
+    DEFAULT_SESSION_TTL,
+    DEFAULT_TITLE,
+    WebSettings,
+    normalize_basic_auth,
+)
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["create_app"]
+
+_PHRASES = {404: "Not found", 405: "Method not allowed", 400: "Bad request"}
+
+
+def create_app(
+    store_or_target: Store | str | Path,
+    *,
+    token: str | None = None,
+    basic_auth: tuple[str, str] | Mapping[str, str] | None = None,
+    read_only: bool = False,
+    public_reads: bool = False,
+    title: str = DEFAULT_TITLE,
+    secret_key: bytes | str | None = None,
+    session_ttl: timedelta = DEFAULT_SESSION_TTL,
+    refresh: timedelta = DEFAULT_REFRESH,
+    metrics: bool = True,
+    metrics_registry: CollectorRegistry | None = None,
+    clock: Clock = system_clock,
+) -> ASGIApp:
+    """The dashboard for ``store_or_target`` as an ASGI app.
+
+    ``store_or_target`` is an open :class:`~jobledger.Store` (left open) or anything
+    :func:`~jobledger.open_store` takes — opened with ``migrate=False``, so the dashboard never
+    creates or upgrades a database, and closed when the app shuts down.
+
+    Acting (requeue, cancel, enable/disable) needs credentials: a bearer ``token`` and/or
+    ``basic_auth`` (``(user, password)`` or ``{user: password}``); people sign in with them on
+    the login page. ``read_only=True`` hides and refuses every action (and may run without
+    credentials, open to anyone who can reach it). Reading needs the same sign-in unless
+    ``public_reads``. ``secret_key`` signs session cookies (default: random per process).
+    ``metrics`` serves ``/metrics`` (store gauges, plus ``metrics_registry`` if given, e.g. a
+    :class:`~jobledger.metrics.PrometheusObserver`'s registry in the same process).
+
+    Mount it anywhere (``Mount("/jobs", app=create_app(...))``); links and cookies follow the
+    mount point.
+    """
+    settings = WebSettings(
+        token=token,
+        basic_auth=normalize_basic_auth(basic_auth),
+        read_only=read_only,
+        public_reads=public_reads,
+        title=title,
+        session_ttl=session_ttl,
+        refresh=refresh,
+        metrics=metrics,
+        clock=clock,
+        secret_key=secret_key,
+    )
+    return build_app(store_or_target, settings, metrics_registry=metrics_registry)
+
+
+def build_app(
+    store_or_target: Store | str | Path,
+    settings: WebSettings,
+    *,
+    metrics_registry: CollectorRegistry | None = None,
+) -> ASGIApp:
+    """:func:`create_app` from a ready :class:`WebSettings` (``serve`` uses it)."""
+    if isinstance(store_or_target, Store):
+        store, owns = store_or_target, False
+    elif isinstance(store_or_target, str | Path):
+        store, owns = open_store(store_or_target, migrate=False), True
+    else:
+        raise InvalidArgument("create_app needs a Store, a path or a database URL")
+    dash = Dashboard(store, settings, owns_store=owns)
+
+    def route(handler: Callable[[Dashboard, Request], Awaitable[Response]]) -> Any:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(dash, request)
+            except Redirect as redirect:
+                return redirect.response()
+            except HTTPProblem as problem:
+                return dash.problem_response(request, problem)
+            except SchedulerError as exc:
+                return dash.problem_response(request, error_problem(exc))
+
+        endpoint.__name__ = handler.__name__
+        return endpoint
+
+    async def metrics_endpoint(dash: Dashboard, request: Request) -> Response:
+        return await _metrics(dash, request, metrics_registry)
+
+    async def health(dash: Dashboard, request: Request) -> Response:
+        await dash.call(dash.store.now)
+        return PlainTextResponse("ok\n")
+
+    routes = [
+        Route("/", route(pages.overview), name="overview"),
+        Route("/jobs", route(pages.jobs), name="jobs"),
+        Route("/jobs/enabled", route(actions.set_enabled), methods=["POST"], name="set_enabled"),
+        Route("/jobs/{job_id:path}", route(pages.job), name="job"),
+        Route("/occurrences", route(pages.occurrences), name="occurrences"),
+        Route("/occurrences/cancel", route(actions.cancel), methods=["POST"], name="cancel"),
+        Route("/occurrences/{occurrence_id:path}", route(pages.occurrence), name="occurrence"),
+        Route("/dead-letters", route(pages.dead_letters), name="dead_letters"),
+        Route("/dead-letters/requeue", route(actions.requeue), methods=["POST"], name="requeue"),
+        Route("/login", route(actions.login_form), name="login_form"),
+        Route("/login", route(actions.login), methods=["POST"], name="login"),
+        Route("/logout", route(actions.logout), methods=["POST"], name="logout"),
+        Route("/healthz", route(health), name="health"),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    if settings.metrics:
+        routes.append(Route("/metrics", route(metrics_endpoint), name="metrics"))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        title = _PHRASES.get(exc.status_code, "Error")
+        message = {
+            404: "There is no page here. Use the menu above.",
+            405: "This address does not take that method.",
+        }.get(exc.status_code, str(exc.detail))
+        return dash.problem_response(request, HTTPProblem(exc.status_code, title, message))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            dash.close()
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
+    app.state.dashboard = dash
+    return SecurityHeaders(app)
+
+
+async def _metrics(dash: Dashboard, request: Request, extra: CollectorRegistry | None) -> Response:
+    page_identity = dash.identify(request)
+    if not dash.can_read(page_identity):
+        raise HTTPProblem(
+            401, "Not signed in", "Scrape with the dashboard's token or basic auth.",
+            headers=dash.challenge(),
+        )  # fmt: skip
+    try:
+        from prometheus_client.exposition import choose_encoder
+    except ImportError as exc:  # pragma: no cover - prometheus-client is part of the web extra
+        raise HTTPProblem(
+            404, "Metrics unavailable", "Install prometheus-client (pip install 'jobledger[web]')."
+        ) from exc
+    from ..metrics import metrics_registry
+
+    if dash.metrics_cache is None:
+        dash.metrics_cache = metrics_registry(dash.store, registry=extra)
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    body = await dash.call(encoder, dash.metrics_cache)
+    return Response(body, media_type=None, headers={"Content-Type": content_type})

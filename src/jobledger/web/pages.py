@@ -1,0 +1,203 @@
+"""The read pages: overview, jobs, one job (explain), occurrences, one occurrence, dead letters.
+
+Each handler checks who may read (:meth:`Dashboard.page`), validates its query parameters
+(a bad one is a 400 page that says which), reads through the store off the event loop, and
+renders a template. Filters and paging live in the query string, so every view has a URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..contract import normalize_identifier
+from ..errors import InvalidArgument
+from ..models import Occurrence
+from . import formatting, views
+from .core import Dashboard, HTTPProblem, json_response
+
+__all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview"]
+
+JOBS_PER_PAGE = 50
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+
+
+def _bad(message: str) -> HTTPProblem:
+    return HTTPProblem(400, "Bad request", message)
+
+
+def _identifier(request: Request, name: str, label: str) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return normalize_identifier(value, label)
+    except InvalidArgument as exc:
+        raise _bad(f"The {label} filter is not valid: {exc.message}.") from exc
+
+
+def _limit(request: Request, default: int = DEFAULT_PAGE_SIZE) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE_SIZE:
+        raise _bad(f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}.")
+    return int(raw)
+
+
+def _event_id(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise _bad(f"{name} must be a positive event id.")
+    return int(raw)
+
+
+async def overview(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    data = await dash.call(views.overview, dash.store)
+    return dash.render(
+        page, "overview.html", data=data, now=data.now, statuses=views.STATUSES, nav="overview"
+    )
+
+
+async def jobs(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    after = _identifier(request, "after", "after")
+
+    def read() -> tuple[int, list[views.JobRow], bool]:
+        now = dash.store.now()
+        listed = dash.store.list_jobs(after=after, limit=JOBS_PER_PAGE + 1)
+        more = len(listed) > JOBS_PER_PAGE
+        return now, views.job_rows(dash.store, listed[:JOBS_PER_PAGE], now), more
+
+    now, rows, more = await dash.call(read)
+    return dash.render(
+        page,
+        "jobs.html",
+        rows=rows,
+        now=now,
+        after=after,
+        next_after=rows[-1].job.id if more and rows else None,
+        nav="jobs",
+    )
+
+
+async def job(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    job_id = request.path_params["job_id"]
+    try:
+        key = normalize_identifier(job_id, "job id")
+    except InvalidArgument as exc:
+        raise HTTPProblem(404, "Not found", f"There is no job {job_id!r}.") from exc
+    data = await dash.call(views.job_page, dash.store, key)
+    if request.query_params.get("format") == "json":
+        return json_response(data.explanation.to_dict())
+    return dash.render(
+        page,
+        "job.html",
+        data=data,
+        job=data.job,
+        explanation=data.explanation,
+        now=formatting.epoch_ms(data.explanation.now),
+        zone=views.schedule_zone(data.explanation.trigger),
+        nav="jobs",
+    )
+
+
+async def occurrences(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    status = request.query_params.get("status") or None
+    if status is not None and status not in views.STATUSES:
+        raise _bad(f"status must be one of: {', '.join(views.STATUSES)}.")
+    job_id = _identifier(request, "job", "job")
+    kind = _identifier(request, "kind", "kind")
+    limit = _limit(request)
+    cursor = request.query_params.get("cursor") or None
+    live = cursor is None and request.query_params.get("live") != "0"
+
+    def read() -> tuple[int, Any, list[str]]:
+        now = dash.store.now()
+        try:
+            listed = dash.store.list_occurrences(
+                status=status, job_id=job_id, kind=kind, limit=limit, cursor=cursor
+            )
+        except InvalidArgument as exc:
+            raise _bad(f"The page cursor is not valid ({exc.message}); start again.") from exc
+        kinds = sorted({row.kind for row in dash.store.count_occurrences()})
+        return now, listed, kinds
+
+    now, listed, kinds = await dash.call(read)
+    filters = {"status": status, "job": job_id, "kind": kind}
+    if limit != DEFAULT_PAGE_SIZE:
+        filters["limit"] = str(limit)
+    return dash.render(
+        page,
+        "occurrences.html",
+        items=listed.items,
+        next_cursor=listed.next_cursor,
+        cursor=cursor,
+        filters=filters,
+        kinds=sorted(set(kinds) | ({kind} if kind else set())),
+        statuses=views.STATUSES,
+        live=live,
+        now=now,
+        nav="occurrences",
+    )
+
+
+async def occurrence(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    occurrence_id = request.path_params["occurrence_id"]
+    try:
+        key = normalize_identifier(occurrence_id, "occurrence id")
+    except InvalidArgument as exc:
+        raise HTTPProblem(404, "Not found", f"There is no occurrence {occurrence_id!r}.") from exc
+    before = _event_id(request, "before")
+
+    def read() -> tuple[int, views.OccurrencePageView]:
+        return dash.store.now(), views.occurrence_page(dash.store, key, before)
+
+    now, data = await dash.call(read)
+    current: Occurrence = data.occurrence
+    return dash.render(
+        page,
+        "occurrence.html",
+        data=data,
+        occ=current,
+        live_status=current.status in views.LIVE_STATUSES,
+        now=now,
+        nav="occurrences",
+    )
+
+
+async def dead_letters(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+    job_id = _identifier(request, "job", "job")
+    limit = _limit(request)
+
+    def read() -> tuple[int, list[Occurrence], int]:
+        now = dash.store.now()
+        items = dash.store.list_dead_letters(job_id=job_id, limit=limit)
+        total = sum(
+            row.count
+            for row in dash.store.count_occurrences(job_id=job_id)
+            if row.status == "dead_letter"
+        )
+        return now, items, total
+
+    now, items, total = await dash.call(read)
+    return dash.render(
+        page,
+        "dead_letters.html",
+        items=items,
+        total=total,
+        limit=limit,
+        job=job_id,
+        now=now,
+        nav="dead_letters",
+    )

@@ -1,0 +1,117 @@
+"""``serve``: run the dashboard with uvicorn (what ``jobledger web`` calls).
+
+Binds to 127.0.0.1 by default. A non-loopback address is refused unless actions are protected
+(a token or basic auth) or the dashboard is read-only. On loopback with no credentials at all,
+a random token is generated for this run and a sign-in link printed — the one command a
+newcomer needs (``jobledger web jobs.sqlite3``) still never serves an unauthenticated action.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import sys
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import quote
+
+from ..errors import InvalidArgument
+from ..store.base import Store
+from .app import build_app
+from .settings import DEFAULT_REFRESH, DEFAULT_TITLE, WebSettings, normalize_basic_auth
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
+
+logger = logging.getLogger("jobledger.web")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8642
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    target: Store | str | Path,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    basic_auth: tuple[str, str] | Mapping[str, str] | None = None,
+    read_only: bool = False,
+    public_reads: bool = False,
+    title: str = DEFAULT_TITLE,
+    secret_key: bytes | str | None = None,
+    refresh: timedelta = DEFAULT_REFRESH,
+    forwarded_allow_ips: str | None = None,
+    log_level: str = "info",
+    out: TextIO | None = None,
+) -> None:
+    """Serve the dashboard for ``target`` on ``host:port`` until interrupted (Ctrl-C).
+
+    Same options as :func:`~jobledger.web.create_app`. Refuses a non-loopback ``host`` without
+    ``token``/``basic_auth`` unless ``read_only``. With no credentials on loopback, generates a
+    token for this run and prints a sign-in link to ``out`` (default: stderr).
+    ``forwarded_allow_ips`` — the reverse proxies (comma-separated addresses, or ``*``) whose
+    ``X-Forwarded-Proto``/``-For`` headers are believed, so that cookies are marked ``Secure``
+    behind a proxy that terminates TLS.
+    """
+    import uvicorn
+
+    if type(port) is not int or not 0 <= port <= 65535:
+        raise InvalidArgument("port must be a TCP port (0–65535)", details={"field": "port"})
+    credentials = token is not None or bool(basic_auth)
+    if not is_loopback(host) and not credentials and not read_only:
+        raise InvalidArgument(
+            f"refusing to serve the dashboard on {host} without authentication: pass a token "
+            "or basic auth, or read_only=True (or bind to 127.0.0.1)",
+            details={"field": "host"},
+        )
+    generated = None
+    if not credentials and not read_only:
+        generated = secrets.token_urlsafe(24)
+    settings = WebSettings(
+        token=token or generated,
+        basic_auth=normalize_basic_auth(basic_auth),
+        read_only=read_only,
+        public_reads=public_reads,
+        title=title,
+        refresh=refresh,
+        login_link=generated is not None,
+        secret_key=secret_key,
+    )
+    app = build_app(target, settings)
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    stream = out or sys.stderr
+    print(f"jobledger web: serving {base}/", file=stream)
+    if generated is not None:
+        print(
+            f"jobledger web: sign in with {base}/login?token={quote(generated)} "
+            "(a token made for this run; configure a token or basic auth to choose your own)",
+            file=stream,
+        )
+    elif read_only and not credentials:
+        print("jobledger web: read-only and open to anyone who can reach it", file=stream)
+    stream.flush()
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        server_header=False,
+        proxy_headers=forwarded_allow_ips is not None,
+        forwarded_allow_ips=forwarded_allow_ips,
+        lifespan="on",
+    )
+    uvicorn.Server(config).run()

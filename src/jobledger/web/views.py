@@ -1,0 +1,247 @@
+"""What each page shows, gathered through the :class:`~jobledger.Store` protocol (no SQL).
+
+One function per page returns a plain dataclass the template renders; nothing here knows about
+HTTP. The round trips are counted on purpose: the overview makes six reads
+(``count_occurrences``, ``throughput``, ``oldest_due``, ``list_workers``, ``lease_holders``,
+``schema_info``); the jobs page one ``list_jobs`` plus one ``list_occurrences(limit=1)`` per job
+shown (its last run), so it pages 50 jobs at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+
+from ..errors import NotFound, SchedulerError
+from ..models import (
+    DueItem,
+    Event,
+    Job,
+    LeaseHolder,
+    Occurrence,
+    OccurrencePage,
+    SchemaInfo,
+    WorkerRecord,
+)
+from ..schedules import Cron, parse_schedule
+from ..schedules.explain import Explanation, explain
+from ..schedules.json_format import is_schedule_json
+from ..store.base import Store
+from .charts import Minute, failure_chart, per_minute, throughput_chart, window
+from .timeline import TimelineEntry, build_timeline
+
+__all__ = [
+    "STATUSES",
+    "JobRow",
+    "Overview",
+    "WorkerView",
+    "job_page",
+    "job_rows",
+    "occurrence_page",
+    "overview",
+]
+
+STATUSES = ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled")
+LIVE_STATUSES = frozenset({"queued", "running", "retry_wait"})
+HOUR_MS = 3_600_000
+# A worker not seen for this long is shown as stale (six default heartbeats).
+STALE_AFTER_MS = 60_000
+NEXT_FIRES_SHOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    record: WorkerRecord
+    state: str  # active | stale | stopped
+    leases: LeaseHolder | None
+
+    @property
+    def kinds(self) -> list[str]:
+        kinds = self.record.info.get("kinds")
+        return [str(kind) for kind in kinds] if isinstance(kinds, list) else []
+
+    @property
+    def concurrency(self) -> Any:
+        return self.record.info.get("concurrency", "—")
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    now: int
+    kinds: list[str]
+    counts: dict[tuple[str, str], int]
+    totals: dict[str, int]
+    minutes: list[Minute]
+    throughput_svg: Markup
+    failure_svg: Markup
+    oldest_due: list[DueItem]
+    workers: list[WorkerView]
+    other_holders: list[LeaseHolder]
+    schema: SchemaInfo | None
+
+    @property
+    def total(self) -> int:
+        return sum(self.totals.values())
+
+    @property
+    def hour_settled(self) -> int:
+        return sum(minute.total for minute in self.minutes)
+
+    @property
+    def hour_failed(self) -> int:
+        return sum(minute.failed for minute in self.minutes)
+
+    @property
+    def hour_failure_rate(self) -> float | None:
+        settled = self.hour_settled
+        return None if settled == 0 else 100 * self.hour_failed / settled
+
+    @property
+    def active_workers(self) -> int:
+        return sum(1 for worker in self.workers if worker.state == "active")
+
+
+def overview(store: Store) -> Overview:
+    now = store.now()
+    counts: dict[tuple[str, str], int] = {}
+    for row in store.count_occurrences():
+        counts[(row.kind, row.status)] = counts.get((row.kind, row.status), 0) + row.count
+    kinds = sorted({kind for kind, _ in counts})
+    totals = {status: sum(counts.get((k, status), 0) for k in kinds) for status in STATUSES}
+    since = window(now)
+    minutes = per_minute(store.throughput(since=since), since)
+    holders = {holder.owner_id: holder for holder in store.lease_holders()}
+    workers = []
+    for record in store.list_workers(stopped_since=now - HOUR_MS):
+        if record.stopped_at is not None:
+            state = "stopped"
+        elif now - record.last_seen_at > STALE_AFTER_MS:
+            state = "stale"
+        else:
+            state = "active"
+        workers.append(WorkerView(record, state, holders.get(record.worker_id)))
+    order = {"active": 0, "stale": 1, "stopped": 2}
+    workers.sort(key=lambda view: (order[view.state], view.record.worker_id))
+    known = {view.record.worker_id for view in workers}
+    return Overview(
+        now=now,
+        kinds=kinds,
+        counts=counts,
+        totals=totals,
+        minutes=minutes,
+        throughput_svg=throughput_chart(minutes),
+        failure_svg=failure_chart(minutes),
+        oldest_due=sorted(store.oldest_due(), key=lambda item: (item.due_at, item.kind)),
+        workers=workers,
+        other_holders=[holder for owner, holder in sorted(holders.items()) if owner not in known],
+        schema=store.schema_info(),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    job: Job
+    schedule: str | None  # in words; None: enqueued by callers
+    next_fires: list[int]
+    last: Occurrence | None
+    problem: str | None = None
+
+
+def schedule_zone(trigger: object) -> str | None:
+    """The zone a cron schedule's wall times are in (``None`` for UTC and other triggers)."""
+    zone = trigger.timezone if isinstance(trigger, Cron) else None
+    return None if zone in (None, "UTC") else zone
+
+
+def job_row(job: Job, now: int, last: Occurrence | None) -> JobRow:
+    """The schedule in words, its next fire times after ``now`` and any problem reading it."""
+    if not is_schedule_json(job.trigger):
+        return JobRow(job, None, [], last)
+    try:
+        parsed = parse_schedule(job.trigger)
+    except SchedulerError as exc:
+        return JobRow(job, "unreadable schedule", [], last, exc.message)
+    if parsed is None:
+        return JobRow(job, None, [], last)
+    trigger = parsed[0]
+    fires: list[int] = []
+    if job.enabled:
+        slot = trigger.next_after(now)
+        while slot is not None and len(fires) < NEXT_FIRES_SHOWN:
+            fires.append(slot)
+            slot = trigger.next_after(slot)
+    return JobRow(job, trigger.describe(), fires, last)
+
+
+def job_rows(store: Store, jobs: list[Job], now: int) -> list[JobRow]:
+    rows = []
+    for job in jobs:
+        page = store.list_occurrences(job_id=job.id, limit=1)
+        rows.append(job_row(job, now, page.items[0] if page.items else None))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    job: Job
+    explanation: Explanation
+    recent: OccurrencePage
+    activity: list[TimelineEntry]
+
+
+JOB_EVENT_TYPES = ("job_created", "job_updated", "schedule_slots_skipped")
+
+
+def job_page(store: Store, job_id: str) -> JobPage:
+    job = store.get_job(job_id)
+    if job is None:
+        raise NotFound(f"Scheduler job does not exist: {job_id}", details={"jobId": job_id})
+    explanation = explain(store, job_id, count=10)
+    recent = store.list_occurrences(job_id=job_id, limit=10)
+    events: list[Event] = []
+    for event_type in JOB_EVENT_TYPES:
+        events += store.events(job_id=job_id, event_type=event_type, limit=20)
+    activity = build_timeline(events)[-30:]
+    return JobPage(job, explanation, recent, list(reversed(activity)))
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrencePageView:
+    occurrence: Occurrence
+    job: Job | None
+    timeline: list[TimelineEntry]
+    older: int | None  # before_id for the previous page of events, or None
+    newer: bool
+    events_shown: int = 0
+    flags: list[str] = field(default_factory=list)
+
+
+TIMELINE_PAGE = 200
+
+
+def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> OccurrencePageView:
+    occurrence = store.get_occurrence(occurrence_id)
+    if occurrence is None:
+        raise NotFound(
+            f"Scheduler occurrence does not exist: {occurrence_id}",
+            details={"occurrenceId": occurrence_id},
+        )
+    events = store.events(occurrence_id=occurrence_id, before_id=before, limit=TIMELINE_PAGE + 1)
+    more = len(events) > TIMELINE_PAGE
+    events = events[:TIMELINE_PAGE]
+    older = min(event.event_id for event in events) if more and events else None
+    flags = []
+    expires = occurrence.lease_expires_at
+    if occurrence.status == "running" and expires is not None and expires <= store.now():
+        flags.append("lease expired: the next claim takes it over")
+    return OccurrencePageView(
+        occurrence=occurrence,
+        job=store.get_job(occurrence.job_id),
+        timeline=build_timeline(events),
+        older=older,
+        newer=before is not None,
+        events_shown=len(events),
+        flags=flags,
+    )

@@ -1,0 +1,420 @@
+"""Who may read and who may act: sign-in, sessions, CSRF, read-only mode, and every action
+landing in the audit log with ``web:<user>`` as its actor."""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import timedelta
+
+import pytest
+from starlette.testclient import TestClient
+
+from jobledger.testing import FakeClock
+from jobledger.web import WebSettings, create_app
+from jobledger.web.app import build_app
+from jobledger.web.security import SESSION_COOKIE
+from tests.web.conftest import TOKEN, USERS
+from tests.web.helpers import BEARER, HTML, JSON, SECRET, client_for, csrf_of, sign_in
+
+
+@pytest.fixture
+def store(sqlite_seeded):
+    return sqlite_seeded[0].store
+
+
+@pytest.fixture
+def made(sqlite_seeded):
+    return sqlite_seeded[1]
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"authorization": f"Basic {token}"}
+
+
+def requeue_form(store, occurrence_id: str, **extra) -> dict:
+    fence = store.get_occurrence(occurrence_id).fence
+    return {"id": f"{occurrence_id}:{fence}", "reason": "fixed upstream", **extra}
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def test_reads_need_a_sign_in_by_default(store):
+    with client_for(store) as client:
+        page = client.get("/occurrences?status=queued")
+        assert page.status_code == 303
+        assert page.headers["location"] == "/login?next=%2Foccurrences%3Fstatus%3Dqueued"
+        api = client.get("/", headers={"accept": "*/*"})
+        assert api.status_code == 401
+        assert "Bearer" in api.headers["www-authenticate"]
+        assert "Basic" in api.headers["www-authenticate"]
+        assert client.get("/metrics", headers={"accept": "text/plain"}).status_code == 401
+        assert client.get("/healthz").status_code == 200  # for load balancers
+
+
+def test_header_credentials(store):
+    with client_for(store) as client:
+        assert client.get("/", headers=BEARER).status_code == 200
+        assert client.get("/", headers=basic("alice", USERS["alice"])).status_code == 200
+        for wrong in (
+            {"authorization": "Bearer nope-nope-nope-nope"},
+            basic("alice", "wrong"),
+            basic("mallory", USERS["alice"]),
+            {"authorization": "Basic !!!notbase64"},
+            {"authorization": "Digest abc"},
+        ):
+            assert client.get("/", headers=wrong).status_code == 401
+
+
+def test_htmx_polling_after_the_session_ends_redirects_the_page(store):
+    with client_for(store) as client:
+        response = client.get("/occurrences", headers={"hx-request": "true"})
+        assert response.status_code == 200
+        assert response.headers["hx-redirect"] == "/login?next=%2Foccurrences"
+
+
+def test_public_reads_still_need_a_sign_in_to_act(store, made):
+    with client_for(store, public_reads=True) as client:
+        assert client.get("/").status_code == 200
+        assert client.get("/metrics").status_code == 200
+        page = client.get("/dead-letters").text
+        assert 'type="checkbox"' not in page and "Sign in</a> to requeue" in page
+        refused = client.post(
+            "/dead-letters/requeue", data=requeue_form(store, made.dead_letters[0])
+        )
+        assert refused.status_code == 401
+    assert store.get_occurrence(made.dead_letters[0]).status == "dead_letter"
+
+
+def test_read_only_without_credentials_is_open_and_refuses_every_action(store, made):
+    with client_for(store, read_only=True) as client:
+        for path in ("/", "/jobs", "/dead-letters", f"/occurrences/{made.running}"):
+            page = client.get(path)
+            assert page.status_code == 200
+            assert 'method="post"' not in page.text
+            assert "read-only" in page.text
+        for path, form in (
+            ("/dead-letters/requeue", requeue_form(store, made.dead_letters[0])),
+            ("/occurrences/cancel", {"id": made.running, "reason": "x"}),
+            ("/jobs/enabled", {"job_id": "welcome-email", "enabled": "false", "revision": "1"}),
+        ):
+            assert client.post(path, data=form, headers=BEARER).status_code == 403
+    assert store.get_occurrence(made.running).status == "running"
+    assert store.get_job("welcome-email").enabled
+
+
+def test_read_only_with_credentials_still_needs_a_sign_in_to_read(store):
+    with client_for(store, read_only=True, token=TOKEN) as client:
+        assert client.get("/").status_code == 303
+        assert client.get("/", headers=BEARER).status_code == 200
+
+
+# -- signing in ----------------------------------------------------------------------------
+
+
+def test_login_sets_a_strict_http_only_session_cookie(store):
+    with client_for(store) as client:
+        wrong = client.post("/login", data={"user": "alice", "password": "nope"})
+        assert wrong.status_code == 401
+        assert "not valid" in wrong.text
+        ok = client.post(
+            "/login", data={"user": "alice", "password": USERS["alice"], "next": "/jobs"}
+        )
+        assert ok.status_code == 303 and ok.headers["location"] == "/jobs"
+        cookie = ok.headers["set-cookie"]
+        assert cookie.startswith(f"{SESSION_COOKIE}=")
+        for attribute in ("HttpOnly", "SameSite=strict", "Path=/", "Max-Age=43200"):
+            assert attribute.lower() in cookie.lower()
+        page = client.get("/").text
+        assert '<span data-testid="user">alice</span>' in page
+        token_login = client.post("/login", data={"token": TOKEN})
+        assert token_login.status_code == 303
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["https://evil.example/", "//evil.example/x", "/\\evil.example", "javascript:alert(1)"],
+)
+def test_login_never_redirects_off_site(store, target):
+    with client_for(store) as client:
+        response = client.post(
+            "/login", data={"user": "alice", "password": USERS["alice"], "next": target}
+        )
+        assert response.headers["location"] == "/"
+
+
+def test_a_tampered_or_expired_session_is_anonymous(store):
+    clock = FakeClock(1_000_000)
+    app = create_app(
+        store, basic_auth=USERS, secret_key=SECRET, clock=clock, session_ttl=timedelta(hours=1)
+    )
+    with TestClient(app, headers=HTML, follow_redirects=False) as client:
+        client.post("/login", data={"user": "alice", "password": USERS["alice"]})
+        assert client.get("/").status_code == 200
+        value = client.cookies[SESSION_COOKIE]
+        body, _, signature = value.partition(".")
+        client.cookies.clear()
+        client.cookies.set(SESSION_COOKIE, body + "." + signature[::-1])
+        assert client.get("/").status_code == 303
+        client.cookies.clear()
+        client.cookies.set(SESSION_COOKIE, value)
+        assert client.get("/").status_code == 200
+        clock.advance(timedelta(hours=1))
+        assert client.get("/").status_code == 303
+
+
+def test_changing_a_password_ends_its_sessions(store):
+    with client_for(store) as client:
+        sign_in(client)
+        value = client.cookies[SESSION_COOKIE]
+    changed = create_app(store, basic_auth={"alice": "a new password"}, secret_key=SECRET)
+    with TestClient(changed, headers=HTML, follow_redirects=False) as client:
+        client.cookies.set(SESSION_COOKIE, value)
+        assert client.get("/").status_code == 303
+    same = create_app(store, basic_auth=USERS, token=TOKEN, secret_key=SECRET)
+    with TestClient(same, headers=HTML, follow_redirects=False) as client:
+        client.cookies.set(SESSION_COOKIE, value)  # same key and credentials: still valid
+        assert client.get("/").status_code == 200
+
+
+def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        assert client.post("/logout", data={}).status_code == 403
+        out = client.post("/logout", data={"csrf_token": csrf})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+        assert f'{SESSION_COOKIE}=""' in out.headers["set-cookie"]
+        assert client.get("/").status_code == 303
+
+
+def test_the_sign_in_link_works_only_for_a_generated_token(store):
+    settings = WebSettings(token=TOKEN, secret_key=SECRET, login_link=True)
+    with TestClient(build_app(store, settings), headers=HTML, follow_redirects=False) as client:
+        bad = client.get("/login?token=wrong-wrong-wrong-wrong")
+        assert bad.status_code == 401
+        good = client.get(f"/login?token={TOKEN}&next=/jobs")
+        assert good.status_code == 303 and good.headers["location"] == "/jobs"
+        assert client.get("/jobs").status_code == 200
+    with client_for(store) as client:  # a configured token never logs in from a URL
+        assert client.get(f"/login?token={TOKEN}").status_code == 200
+        assert client.get("/").status_code == 303
+
+
+# -- CSRF ----------------------------------------------------------------------------------
+
+
+def test_session_actions_need_the_csrf_token(store, made):
+    target = made.dead_letters[0]
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        missing = client.post("/dead-letters/requeue", data=requeue_form(store, target))
+        assert missing.status_code == 403
+        assert "CSRF" in missing.text
+        forged = client.post(
+            "/dead-letters/requeue", data=requeue_form(store, target, csrf_token="0" * 32)
+        )
+        assert forged.status_code == 403
+        assert store.get_occurrence(target).status == "dead_letter"
+        in_header = client.post(
+            "/dead-letters/requeue",
+            data=requeue_form(store, target),
+            headers={"x-csrf-token": csrf},
+        )
+        assert in_header.status_code == 303
+    assert store.get_occurrence(target).status == "retry_wait"
+
+
+def test_cross_site_requests_are_refused_even_with_a_token(store, made):
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        form = requeue_form(store, made.dead_letters[0], csrf_token=csrf)
+        for headers in (
+            {"origin": "https://evil.example"},
+            {"origin": "null"},
+            {"sec-fetch-site": "cross-site"},
+        ):
+            assert (
+                client.post("/dead-letters/requeue", data=form, headers=headers).status_code == 403
+            )
+        same = client.post(
+            "/dead-letters/requeue",
+            data=form,
+            headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"},
+        )
+        assert same.status_code == 303
+
+
+def test_basic_auth_posts_need_the_csrf_token_too(store, made):
+    """Browsers replay basic credentials on their own, so they prove nothing about intent."""
+    auth = basic("alice", USERS["alice"])
+    with client_for(store) as client:
+        form = requeue_form(store, made.dead_letters[0])
+        assert client.post("/dead-letters/requeue", data=form, headers=auth).status_code == 403
+        csrf = csrf_of(client.get("/dead-letters", headers=auth).text)
+        ok = client.post("/dead-letters/requeue", data={**form, "csrf_token": csrf}, headers=auth)
+        assert ok.status_code == 303
+    [event] = store.events(occurrence_id=made.dead_letters[0], event_type="occurrence_requeued")
+    assert event.data["actor"] == "web:alice"
+
+
+def test_bearer_requests_need_no_csrf_token_and_can_ask_for_json(store, made):
+    first, second, third = made.dead_letters
+    stale = f"{second}:{store.get_occurrence(second).fence + 5}"
+    with client_for(store) as client:
+        response = client.post(
+            "/dead-letters/requeue",
+            data={"id": [f"{first}:1", stale, f"{third}:1"], "reason": "bulk retry"},
+            headers={**BEARER, **JSON},
+        )
+    assert response.status_code == 409  # one of them was refused
+    body = response.json()
+    assert body["requeued"] == [first, third]
+    assert [item["id"] for item in body["failed"]] == [second]
+    assert body["failed"][0]["code"] == "SCHEDULER_REQUEUE_EVIDENCE_CONFLICT"
+    assert body["actor"] == "web:token"
+    assert store.get_occurrence(second).status == "dead_letter"
+
+
+def test_forms_are_checked(store, made):
+    with client_for(store) as client:
+        client.headers.update(BEARER)
+        target = f"{made.dead_letters[0]}:1"
+        assert client.post("/dead-letters/requeue", data={"id": target}).status_code == 400
+        assert (
+            client.post("/dead-letters/requeue", data={"id": target, "reason": "  "}).status_code
+            == 400
+        )
+        assert client.post("/dead-letters/requeue", data={"reason": "x"}).status_code == 400
+        assert (
+            client.post("/dead-letters/requeue", data={"id": "nofence", "reason": "x"}).status_code
+            == 400
+        )
+        many = {"id": [f"{made.dead_letters[0]}:{i}" for i in range(1, 202)], "reason": "x"}
+        assert client.post("/dead-letters/requeue", data=many).status_code == 400
+        assert client.post("/occurrences/cancel", data={"reason": "x"}).status_code == 400
+        assert (
+            client.post(
+                "/jobs/enabled",
+                data={"job_id": "welcome-email", "enabled": "maybe", "revision": "1"},
+            ).status_code
+            == 400
+        )
+        multipart = client.post(
+            "/dead-letters/requeue", files={"id": ("a.txt", b"x")}, data={"reason": "x"}
+        )
+        assert multipart.status_code == 415
+        huge = client.post(
+            "/dead-letters/requeue",
+            content=b"reason=" + b"x" * 300_000,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert huge.status_code == 413
+
+
+# -- actions and the audit log -------------------------------------------------------------
+
+
+def test_requeue_lands_in_the_audit_log_with_actor_and_reason(store, made):
+    target = made.dead_letters[1]
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        page = client.get(f"/occurrences/{target}").text  # the occurrence page offers it too
+        fence = store.get_occurrence(target).fence
+        assert f'name="id" value="{target}:{fence}"' in page
+        assert 'action="/dead-letters/requeue"' in page
+        response = client.post(
+            "/dead-letters/requeue",
+            data=requeue_form(
+                store, target, csrf_token=csrf, next="/dead-letters?job=billing-export"
+            ),
+        )
+        assert response.status_code == 303
+        assert response.headers["location"] == "/dead-letters?job=billing-export"
+        after = client.get(response.headers["location"]).text
+        assert "Requeued 1 dead letter as web:alice." in after
+        assert "Requeued 1 dead letter" not in client.get("/dead-letters").text  # shown once
+        again = client.post(
+            "/dead-letters/requeue", data=requeue_form(store, target, csrf_token=csrf)
+        )
+        assert "was not requeued" in client.get(again.headers["location"]).text
+    [event] = store.events(occurrence_id=target, event_type="occurrence_requeued")
+    assert event.data["actor"] == "web:alice"
+    assert event.data["reason"] == "fixed upstream"
+
+
+def test_cancel_from_the_occurrence_page(store, made):
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        page = client.get(f"/occurrences/{made.running}").text
+        assert 'action="/occurrences/cancel"' in page
+        response = client.post(
+            "/occurrences/cancel",
+            data={
+                "id": made.running,
+                "reason": "stuck on a bad host",
+                "csrf_token": csrf,
+                "next": f"/occurrences/{made.running}",
+            },
+        )
+        assert response.headers["location"] == f"/occurrences/{made.running}"
+        settled = client.post(
+            "/occurrences/cancel", data={"id": made.running, "reason": "again", "csrf_token": csrf}
+        )
+        assert "Not cancelled" in client.get(settled.headers["location"]).text
+        missing = client.post(
+            "/occurrences/cancel", data={"id": "occ_missing", "reason": "x", "csrf_token": csrf}
+        )
+        assert missing.status_code == 303
+        succeeded = client.get(f"/occurrences/{made.reclaimed}").text
+        assert 'action="/occurrences/cancel"' not in succeeded  # only live ones can be cancelled
+    [event] = store.events(occurrence_id=made.running, event_type="occurrence_cancelled")
+    assert event.data["actor"] == "web:alice"
+    assert event.data["reason"] == "stuck on a bad host"
+    assert store.get_occurrence(made.running).status == "cancelled"
+
+
+def test_enable_and_disable_with_revision_check(store):
+    with client_for(store) as client:
+        csrf = sign_in(client)
+        job = store.get_job("sync-inventory")
+        page = client.get("/jobs").text
+        assert 'data-testid="toggle-sync-inventory"' in page
+        form = {
+            "job_id": job.id,
+            "enabled": "false",
+            "revision": str(job.revision),
+            "csrf_token": csrf,
+        }
+        done = client.post("/jobs/enabled", data=form)
+        assert "Disabled sync-inventory as web:alice." in client.get(done.headers["location"]).text
+        stale = client.post("/jobs/enabled", data={**form, "enabled": "true"})
+        assert "changed since the page was loaded" in client.get(stale.headers["location"]).text
+        assert store.get_job(job.id).enabled is False
+        fresh = {**form, "enabled": "true", "revision": str(job.revision + 1)}
+        client.post("/jobs/enabled", data=fresh)
+        assert store.get_job(job.id).enabled is True
+        json_answer = client.post(
+            "/jobs/enabled",
+            data={**fresh, "enabled": "false", "revision": str(job.revision + 2)},
+            headers=JSON,
+        )
+        assert json_answer.json() == {
+            "ok": True,
+            "id": job.id,
+            "enabled": False,
+            "revision": job.revision + 3,
+        }
+    actors = [e.data["actor"] for e in store.events(job_id=job.id, event_type="job_updated")]
+    assert actors == ["web:alice"] * 3
+
+
+def test_pages_carry_forms_only_for_signed_in_users(store):
+    with client_for(store, public_reads=True) as client:
+        anonymous = client.get("/jobs").text
+        assert 'action="/jobs/enabled"' not in anonymous
+        sign_in(client)
+        signed_in = client.get("/jobs").text
+        assert 'action="/jobs/enabled"' in signed_in
+        assert len(re.findall(r'name="csrf_token" value="[0-9a-f]{32}"', signed_in)) >= 5

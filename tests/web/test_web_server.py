@@ -1,0 +1,124 @@
+"""``serve`` (what ``jobledger web`` runs): loopback by default, refusals, the generated sign-in
+link; and the ``jobledger web`` arguments."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+
+import pytest
+import uvicorn
+from starlette.testclient import TestClient
+
+import jobledger
+from jobledger.errors import InvalidArgument
+from jobledger.web import serve
+from jobledger.web.cli import add_arguments, options_from
+from jobledger.web.server import is_loopback
+from tests.web.conftest import TOKEN
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Replace uvicorn's run loop: keep the config serve() built instead of serving."""
+    seen: list[uvicorn.Config] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: seen.append(self.config))
+    return seen
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "jobs.sqlite3"
+    jobledger.open_store(path).close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.5", False),
+     ("example.com", False)],
+)  # fmt: skip
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_serve_binds_to_loopback_and_prints_a_sign_in_link(store_path, captured):
+    out = io.StringIO()
+    serve(store_path, out=out)
+    [config] = captured
+    assert (config.host, config.port) == ("127.0.0.1", 8642)
+    assert config.server_header is False
+    text = out.getvalue()
+    link = re.search(r"sign in with http://127\.0\.0\.1:8642/login\?token=(\S+)", text)
+    assert link, text
+    with TestClient(config.app, headers={"accept": "text/html"}, follow_redirects=False) as client:
+        assert client.get("/").status_code == 303
+        signed_in = client.get(f"/login?token={link.group(1)}")
+        assert signed_in.status_code == 303
+        assert client.get("/").status_code == 200
+
+
+def test_serve_refuses_a_public_address_without_authentication(store_path, captured):
+    with pytest.raises(InvalidArgument, match="without authentication"):
+        serve(store_path, host="0.0.0.0")
+    with pytest.raises(InvalidArgument, match="without authentication"):
+        serve(store_path, host="10.1.2.3")
+    assert captured == []
+    serve(store_path, host="0.0.0.0", token=TOKEN, out=io.StringIO())
+    out = io.StringIO()
+    serve(store_path, host="0.0.0.0", read_only=True, out=out)
+    assert "read-only and open" in out.getvalue()
+    assert [config.host for config in captured] == ["0.0.0.0", "0.0.0.0"]
+
+
+def test_serve_checks_the_port(store_path, captured):
+    with pytest.raises(InvalidArgument):
+        serve(store_path, port=70000)
+
+
+def test_serve_refuses_a_missing_store(tmp_path, captured):
+    with pytest.raises(jobledger.StoreNotFound):
+        serve(tmp_path / "nope.sqlite3", token=TOKEN, out=io.StringIO())
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_web_arguments_read_credentials_from_files_and_environment(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    users = tmp_path / "users"
+    users.write_text("# operators\nalice:pw one\nbob:pw:two\n")
+    options = options_from(
+        parse("jobs.sqlite3", "--token-file", str(token_file), "--basic-auth-file", str(users),
+              "--port", "9000", "--read-only"),
+        {},
+    )  # fmt: skip
+    assert options["target"] == "jobs.sqlite3"
+    assert options["token"] == TOKEN
+    assert options["basic_auth"] == {"alice": "pw one", "bob": "pw:two"}
+    assert options["port"] == 9000 and options["read_only"] is True
+    from_env = options_from(
+        parse(),
+        {
+            "JOBLEDGER_DB": "postgresql://db/jobs",
+            "JOBLEDGER_WEB_TOKEN": TOKEN,
+            "JOBLEDGER_WEB_BASIC_AUTH": "alice:a, bob:b",
+            "JOBLEDGER_WEB_SECRET": "s" * 32,
+        },
+    )
+    assert from_env["target"] == "postgresql://db/jobs"
+    assert from_env["basic_auth"] == {"alice": "a", "bob": "b"}
+    assert from_env["secret_key"] == "s" * 32
+    with pytest.raises(InvalidArgument, match="name the store"):
+        options_from(parse(), {})
+    with pytest.raises(InvalidArgument, match="cannot read"):
+        options_from(parse("x", "--token-file", str(tmp_path / "missing")), {})
+    users.write_text("nocolon\n")
+    with pytest.raises(InvalidArgument, match="user:password"):
+        options_from(parse("x", "--basic-auth-file", str(users)), {})
