@@ -63,6 +63,9 @@ RunStatus = Literal[
 ]
 
 SHUTDOWN_REASON = "worker_shutdown"
+# What an authorizer sees as its cancel event when the caller gave none: nobody ever sets it
+# (one shared event instead of a new one per attempt).
+_NOT_CANCELLED = threading.Event()
 TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
 
 
@@ -131,7 +134,6 @@ class Attempt:
         self.kind = claimed.kind
         self.timed_out = False
         self.timeout_result: RunResult | None = None
-        self.finished = threading.Event()  # set once a timeout settlement was committed
         self._current = claimed
 
     # -- the lease (LeaseHolder) -------------------------------------------------------------
@@ -194,7 +196,7 @@ class Attempt:
                 details={"jobKind": job.kind},
             )
         authorize_started = time.monotonic()
-        request = AuthorizationRequest(job, occurrence, cancel or threading.Event())
+        request = AuthorizationRequest(job, occurrence, cancel or _NOT_CANCELLED)
         try:
             raw = settings.authorize(request)
             if inspect.isawaitable(raw):

@@ -199,6 +199,8 @@ class ClaimAhead:
         claim: Callable[[int], list[Occurrence]],
         *,
         capacity: int,
+        slots: int | None = None,
+        window_s: float | None = None,
         track: Callable[[Claimed], None],
         untrack: Callable[[Claimed], None],
         wait_for_work: Callable[[int, threading.Event], None],
@@ -208,6 +210,12 @@ class ClaimAhead:
     ) -> None:
         self._claim = claim
         self._capacity = capacity
+        # Adaptive prefetch (``window_s`` given): hold only as many claims ahead of the ``slots``
+        # as cover ``window_s`` of work at the handlers' average duration (an exponentially
+        # weighted mean), never more than ``capacity`` in all and always one per slot.
+        self._slots = capacity if slots is None else slots
+        self._window_s = window_s
+        self._mean_s: float | None = None
         self._track = track
         self._untrack = untrack
         self._wait_for_work = wait_for_work
@@ -242,18 +250,30 @@ class ClaimAhead:
                     return claimed
                 self._changed.wait(0.5)
 
-    def done(self) -> None:
-        """A slot finished with its attempt: there is room to claim one more."""
+    def done(self, duration_s: float | None = None) -> None:
+        """A slot finished with its attempt (its handler took ``duration_s``): there is room to
+        claim one more."""
         with self._changed:
             self._busy -= 1
+            if duration_s is not None:
+                mean = self._mean_s
+                self._mean_s = duration_s if mean is None else 0.8 * mean + 0.2 * duration_s
             self._changed.notify_all()
+
+    @property
+    def target(self) -> int:
+        """How many claims to keep in hand now (running and buffered)."""
+        if self._window_s is None or self._mean_s is None:
+            return self._capacity
+        ahead = int(self._slots * self._window_s / max(self._mean_s, 1e-6))
+        return max(self._slots + 1, min(self._capacity, self._slots + ahead))
 
     def wake(self) -> None:
         with self._changed:
             self._changed.notify_all()
 
     def _room(self) -> int:
-        return self._capacity - self._busy - len(self._ready)
+        return self.target - self._busy - len(self._ready)
 
     def _feed(self) -> None:
         while not self._stop.is_set():

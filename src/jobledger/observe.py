@@ -51,6 +51,8 @@ NO_OBSERVER = Observer()
 
 def notify(observer: Observer, hook: str, *args: Any) -> None:
     """Call ``observer.<hook>(*args)``; an observer's failure is logged, never raised."""
+    if observer is NO_OBSERVER:
+        return
     try:
         getattr(observer, hook)(*args)
     except Exception:

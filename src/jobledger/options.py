@@ -36,11 +36,14 @@ MIN_LEASE = timedelta(seconds=1)
 # MAX_BATCH_SIZE per transaction: beyond this a worker should be several processes.
 MAX_CONCURRENCY = MAX_BATCH_SIZE
 MAX_PREFETCH = 10 * MAX_BATCH_SIZE
+# An adaptive prefetch holds about this much work (at the observed handler durations).
+PREFETCH_WINDOW = timedelta(milliseconds=200)
 
 
 def default_prefetch(concurrency: int) -> int:
-    """Four claims ahead per slot, at least 16 (Celery's default is four per slot)."""
-    return max(16, 4 * concurrency)
+    """The most claims an adaptive prefetch holds ahead: four per slot (Celery's default), and at
+    least 64 so that fast handlers share claim and settle transactions in large batches."""
+    return max(64, 4 * concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +52,14 @@ class WorkerOptions:
 
     * ``concurrency`` — slots: occurrences run at the same time (1–1,000). Sync handlers run on
       their slot's thread; ``async def`` handlers on the runtime's event loop.
-    * ``prefetch`` — occurrences claimed ahead of free slots, so claims are batched even at
-      concurrency 1 (default: ``max(16, 4 × concurrency)``; 0 claims only for idle slots).
-      Claimed-ahead occurrences are leased to this worker and their leases are renewed while
-      they wait. If the worker dies they wait for their lease to expire — unless its death is
-      detected first (``docs/reliability.md``) — so ``prefetch`` bounds what a crash delays.
+    * ``prefetch`` — occurrences claimed ahead of free slots, so claims and settles are batched
+      even at concurrency 1. ``None`` (the default) adapts: it holds enough claims to cover about
+      ``PREFETCH_WINDOW`` (200 ms) of work at the handlers' observed durations, between 1 and
+      ``max(64, 4 × concurrency)`` — large batches for fast handlers, no hoarding of slow work
+      that other workers could run. An integer fixes it (0: claim only for idle slots).
+      Claimed-ahead occurrences are leased to this worker and their leases are renewed while they
+      wait; if the worker dies they are taken over as soon as its death is detected (or after
+      their lease: ``docs/reliability.md``), so ``prefetch`` bounds what a crash delays.
     * ``kinds`` — the job kinds to claim (default: every kind the app has a handler for). An
       occurrence of another kind stays queued for a worker that knows it.
     * ``workspace_id`` — only claim jobs whose authority names this workspace.
@@ -186,7 +192,12 @@ class WorkerOptions:
 
     @property
     def effective_prefetch(self) -> int:
+        """The most claims held ahead of the slots (the adaptive prefetch's ceiling)."""
         return default_prefetch(self.concurrency) if self.prefetch is None else self.prefetch
+
+    @property
+    def adaptive_prefetch(self) -> bool:
+        return self.prefetch is None
 
     def with_changes(self, **changes: Any) -> WorkerOptions:
         """A copy with some fields changed (validated again)."""

@@ -193,6 +193,7 @@ class Runtime:
         )
         self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
+        self._attempt_settings: AttemptSettings | None = None
         items = handlers.items() if isinstance(handlers, Mapping) else (handlers or ())
         for kind, handler in items:
             self.register_handler(kind, handler)
@@ -447,6 +448,13 @@ class Runtime:
     # -- attempts (also driven by a worker's slots) -----------------------------------------
 
     def _settings(self) -> AttemptSettings:
+        # One immutable settings object per runtime configuration (handlers and policies are
+        # looked up through bound methods, so later registrations are seen).
+        if self._attempt_settings is None:
+            self._attempt_settings = self._make_settings()
+        return self._attempt_settings
+
+    def _make_settings(self) -> AttemptSettings:
         return AttemptSettings(
             store=self.store,
             owner_id=self.owner_id,

@@ -49,7 +49,7 @@ from .durations import ms_from_timedelta
 from .errors import InvalidArgument, SchedulerError
 from .models import Occurrence, Settlement
 from .observe import attempt_fields, notify
-from .options import WorkerOptions
+from .options import PREFETCH_WINDOW, WorkerOptions
 from .runtime import RunResult, Runtime
 from .store.base import OwnerLockHandle
 
@@ -216,6 +216,12 @@ class Worker:
                 limit, kinds=self.kinds, workspace_id=options.workspace_id
             ),
             capacity=options.concurrency + options.effective_prefetch,
+            slots=options.concurrency,
+            window_s=(
+                ms_from_timedelta(PREFETCH_WINDOW, "prefetch window") / 1000
+                if options.adaptive_prefetch
+                else None
+            ),
             track=runtime.keeper.track,
             untrack=runtime.keeper.untrack,
             wait_for_work=self._wait_for_work,
@@ -314,7 +320,7 @@ class Worker:
                     return
                 # The claim stays counted against the worker's capacity until its result is
                 # committed (its lease is held until then), not merely until its handler ends.
-                release = _Once(feed.done)
+                release = _Once(_Release(feed))
 
                 def report(result: RunResult, release: _Once = release) -> None:
                     try:
@@ -557,6 +563,17 @@ class Worker:
                 plans=current.plans,
                 reaped=current.reaped,
             )
+
+
+class _Release:
+    """Tells the feeder a claim left the worker's hands, and how long it held a slot."""
+
+    def __init__(self, feed: ClaimAhead) -> None:
+        self._feed = feed
+        self._started = time.monotonic()
+
+    def __call__(self) -> None:
+        self._feed.done(time.monotonic() - self._started)
 
 
 class _Once:

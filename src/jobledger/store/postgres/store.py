@@ -14,6 +14,8 @@ are operational, never semantic:
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,6 +55,8 @@ _WAKING_QUERIES = frozenset(
     {"insert_occurrence_from_job", "release_lease", "requeue_dead_letter", "expire_lease"}
 )
 _URL_PREFIXES = ("postgresql://", "postgres://")
+# How long a reading of the database clock is carried forward locally (see PostgresStore.now).
+CLOCK_RESYNC_S = 5.0
 
 
 class _PostgresTx:
@@ -154,6 +158,8 @@ class PostgresStore(LedgerStore):
         self.listener = listener
         self._conninfo = conninfo
         self._connect_timeout = connect_timeout
+        self._clock_lock = threading.Lock()
+        self._clock_base: tuple[int, float] | None = None  # (database ms, local monotonic s)
         self._one_statement_enqueue = FAST_PATHS["enqueue_in_one_statement"].replace(
             "{schema}", schema
         )
@@ -332,6 +338,31 @@ class PostgresStore(LedgerStore):
             lambda conn, _now: (schema_module.verify_database(conn, self.schema), False),
             read_only=True,
         )
+
+    # -- the database clock, without a round trip per reading -------------------------------
+
+    def now(self) -> int:
+        """The store's current instant: the injected clock, else the database clock.
+
+        Reading the database clock costs a round trip, and callers such as ``App.enqueue`` ask
+        for it on every call; so the reading is taken at most every ``CLOCK_RESYNC_S`` seconds
+        and carried forward on this machine's monotonic clock in between (it drifts by
+        microseconds per second, and a resync corrects it). Leases and due times are still
+        decided inside each transaction with the database clock itself; this value only places
+        new work (``scheduled_for``, a retry's instant) on the database's time line.
+        """
+        self._assert_open()
+        if self._clock is not None:
+            return validate_clock_reading(self._clock())
+        with self._clock_lock:
+            base = self._clock_base
+            elapsed = time.monotonic() - base[1] if base is not None else None
+            if base is not None and elapsed is not None and elapsed < CLOCK_RESYNC_S:
+                return base[0] + int(elapsed * 1000)
+        reading = self._read(lambda tx: tx.now())
+        with self._clock_lock:
+            self._clock_base = (reading, time.monotonic())
+        return reading
 
     # -- the one-round-trip enqueue ----------------------------------------------------------
 

@@ -155,10 +155,6 @@ def prepare_private_file(path: Path) -> None:
         ensure_private_files(path)
 
 
-def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
-    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
-
-
 @functools.cache
 def schema_needs_trust() -> bool:
     """True when this SQLite library refuses ``json_valid`` in a schema with trusted_schema=OFF.
@@ -213,7 +209,7 @@ class SQLiteConnection:
             isolation_level=None,
             check_same_thread=False,
         )
-        conn.row_factory = _dict_row
+        conn.row_factory = sqlite3.Row  # by-name access in C; rows are read, never mutated
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA trusted_schema = {'ON' if schema_needs_trust() else 'OFF'}")
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
