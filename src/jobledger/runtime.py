@@ -442,7 +442,7 @@ class Runtime:
         )
         self.execute(running)
         # A time limit settles from the watchdog's thread; wait for that commit to finish.
-        running.reported.wait()
+        running.wait_reported()
         return done[0]
 
     # -- attempts (also driven by a worker's slots) -----------------------------------------
@@ -568,7 +568,11 @@ class RunningAttempt:
         self._commit = commit
         self._report_to = report
         self.alarm: int | None = None
-        self.reported = threading.Event()
+        # Only a caller waiting in this thread (Runtime._run_now) needs to know when the result
+        # was reported; a worker's slot moves on. The event is made on demand.
+        self._reported = False
+        self._reported_event: threading.Event | None = None
+        self._reported_lock = threading.Lock()
         self._not_started = False
         self._started = 0.0
         self._duration = 0.0
@@ -584,7 +588,25 @@ class RunningAttempt:
             )
             self._report_to(result)
         finally:
-            self.reported.set()
+            self._mark_reported()
+
+    def _mark_reported(self) -> None:
+        with self._reported_lock:
+            self._reported = True
+            event = self._reported_event
+        if event is not None:
+            event.set()
+
+    def wait_reported(self) -> None:
+        """Block until this attempt's result was reported (a time limit reports from the
+        watchdog's thread)."""
+        with self._reported_lock:
+            if self._reported:
+                return
+            if self._reported_event is None:
+                self._reported_event = threading.Event()
+            event = self._reported_event
+        event.wait()
 
     def cannot_start(self) -> None:
         """The attempt could not be registered: settle it as a retryable timer failure."""
@@ -631,7 +653,7 @@ class RunningAttempt:
             # A storage failure of the settle itself: the lease runs out and the occurrence is
             # retried; the caller that committed sees the error.
             self._observe_failure(exc)
-            self.reported.set()
+            self._mark_reported()
             return
         self._report(result)
 

@@ -34,4 +34,4 @@ def test_readme_example_runs(index, tmp_path):
         check=False,
     )
     assert completed.returncode == 0, completed.stderr
-    assert "succeeded" in completed.stdout or "occurrence_" in completed.stdout
+    assert completed.stdout.strip(), "an example should show what it did"
