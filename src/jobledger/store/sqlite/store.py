@@ -170,6 +170,11 @@ class SQLiteStore(LedgerStore):
     def _assert_open(self) -> None:
         self._connection.assert_open()
 
+    def now(self) -> int:
+        """The store's clock (injected, or the system clock): no database read needed."""
+        self._assert_open()
+        return validate_clock_reading(self._clock())
+
     def _write(self, body: Callable[[Tx], T]) -> T:
         return self._connection.write(lambda conn: body(_SQLiteTx(conn, self._clock)))
 
