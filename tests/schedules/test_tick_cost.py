@@ -32,11 +32,20 @@ class _CountingTx:
 
     def all(self, query, params=None):
         self._note(query)
+        self._count_rows(query)
         return self._tx.all(query, params)
 
     def run(self, query, params=None):
         self._note(query)
+        self._count_rows(query)
         return self._tx.run(query, params)
+
+    def _count_rows(self, query):
+        # A many-rows statement carries the rows given to the table() that built its parameters.
+        rows = getattr(self, "_rows", None)
+        if rows is not None:
+            self.sizes[query] = self.sizes.get(query, 0) + rows
+            self._rows = None
 
     def many(self, query, params):
         self._note(query)
@@ -47,6 +56,10 @@ class _CountingTx:
         self._note(query)
         self.sizes[query] = self.sizes.get(query, 0) + len(params)
         return self._tx.rows_many(query, params)
+
+    def table(self, rows):
+        self._rows = len(rows)
+        return self._tx.table(rows)
 
     def now(self):
         return self._tx.now()
@@ -112,17 +125,17 @@ def test_a_tick_with_work_reads_in_batches_and_writes_once_per_batch(store, cloc
         {
             "record_schedule_plan": 2,
             "get_job": 2,
-            "insert_occurrence_from_job": 2,
+            "insert_occurrences_from_jobs": 2,
             "set_schedule_skips": 2,
-            "insert_event": 2,
+            "insert_events": 2,
         }
     )
     assert _CountingTx.sizes == {
         "record_schedule_plan": 30,
         "get_job": 30,
-        "insert_occurrence_from_job": 30,
+        "insert_occurrences_from_jobs": 30,
         "set_schedule_skips": 30,
-        "insert_event": 60,  # one enqueue and one skipped-run event per job
+        "insert_events": 60,  # one enqueue and one skipped-run event per job
     }
     assert len(report.enqueued) == 30 and len(report.skipped) == 30
 

@@ -473,9 +473,7 @@ def test_busy_begin_is_retried_before_the_body_runs(
     assert proxy.calls["BEGIN IMMEDIATE"] == BEGIN_ATTEMPTS == 3
     assert body_calls == 1
     raw = store._connection.raw
-    assert raw.execute("SELECT COUNT(*) AS n FROM migrations WHERE version = 99").fetchone() == {
-        "n": 1
-    }
+    assert raw.execute("SELECT COUNT(*) FROM migrations WHERE version = 99").fetchone()[0] == 1
 
 
 def test_busy_after_the_body_started_is_not_retried(

@@ -78,10 +78,13 @@ def test_concurrency_beyond_a_claim_batch_is_refused_with_a_clear_code():
     assert "1000" in raised.value.message
 
 
-def test_prefetch_defaults_to_four_per_slot_at_least_sixteen():
-    assert WorkerOptions().effective_prefetch == 16
-    assert WorkerOptions(concurrency=8).effective_prefetch == 32
+def test_adaptive_prefetch_ceiling_is_four_per_slot_at_least_sixty_four():
+    assert WorkerOptions().adaptive_prefetch
+    assert WorkerOptions().effective_prefetch == 64
+    assert WorkerOptions(concurrency=16).effective_prefetch == 64
+    assert WorkerOptions(concurrency=32).effective_prefetch == 128
     assert WorkerOptions(prefetch=0).effective_prefetch == 0
+    assert not WorkerOptions(prefetch=0).adaptive_prefetch
 
 
 def test_unknown_worker_options_are_refused():

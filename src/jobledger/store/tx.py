@@ -6,6 +6,7 @@ Operations (``store/operations/``) are written once against :class:`Tx`; each ba
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 from .. import contract
 from ..errors import InvalidArgument
 
-__all__ = ["Row", "Tx", "WorkSignal", "validate_clock_reading"]
+__all__ = ["Row", "Tx", "WorkSignal", "table_parameter", "validate_clock_reading"]
 
 Row = Mapping[str, Any]
 
@@ -46,6 +47,11 @@ class Tx(Protocol):
 
     def now(self) -> int:
         """The current instant in epoch ms, read inside this transaction."""
+        ...
+
+    def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+        """The parameters of a many-rows statement (``insert_events``,
+        ``insert_occurrences_from_jobs``) holding ``rows``: see :func:`table_parameter`."""
         ...
 
     def id_list(self, values: Sequence[str]) -> object:
@@ -84,6 +90,13 @@ class WorkSignal:
         with self._condition:
             self._condition.wait_for(lambda: self._generation != seen_generation, timeout_s)
             return self._generation
+
+
+def table_parameter(rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+    """``{"rows": <JSON array of the rows>}``: one text parameter that SQLite (``json_each``)
+    and PostgreSQL (``json_array_elements``) unpack into rows inside the statement — one
+    statement for many rows, and one parameter to encode instead of one per value."""
+    return {"rows": json.dumps(list(rows), ensure_ascii=False, separators=(",", ":"))}
 
 
 def validate_clock_reading(value: object) -> int:

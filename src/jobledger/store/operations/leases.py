@@ -96,7 +96,7 @@ class LeaseOperations(OccurrenceOperations):
                 )
             )
         if events:
-            tx.many("insert_event", events)
+            tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", _throughput_params(tally))
 
     def _claim(
@@ -170,7 +170,7 @@ class LeaseOperations(OccurrenceOperations):
                 )
             )
             claimed.append(occurrence)
-        tx.many("insert_event", events)
+        tx.run("insert_events", tx.table(events))
         return claimed
 
     def claim_next(
@@ -315,7 +315,7 @@ class LeaseOperations(OccurrenceOperations):
                 )
             )
         if events:
-            tx.many("insert_event", events)
+            tx.run("insert_events", tx.table(events))
         return results
 
     def renew(self, *, occurrence_id: str, owner_id: str, fence: int, lease_ms: int) -> Occurrence:
@@ -386,7 +386,7 @@ class LeaseOperations(OccurrenceOperations):
             _count_settlement(tally, now, row, request.owner_id)
             results.append(rows.occurrence_from_row(row))
         if events:
-            tx.many("insert_event", events)
+            tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", _throughput_params(tally))
         return results
 
@@ -502,7 +502,7 @@ class LeaseOperations(OccurrenceOperations):
                 for occurrence in expired
             ]
             if events:
-                tx.many("insert_event", events)
+                tx.run("insert_events", tx.table(events))
             return expired
 
         expired = self._write(body)

@@ -89,17 +89,18 @@ class OccurrenceOperations(JobOperations):
                     request.job_id, meta.revision, request.scheduled_for, request.trigger_key
                 )
                 bulk.append((index, meta, occurrence_id, idempotency_key))
-            written = tx.rows_many(
-                "insert_occurrence_from_job",
-                [
+            inserted_ids: set[str] = set()
+            if bulk:
+                rows_in = [
                     _insert_params(requests[index], meta, occurrence_id, idempotency_key, now)
                     for index, meta, occurrence_id, idempotency_key in bulk
-                ],
-            )
-            for (index, meta, occurrence_id, idempotency_key), row in zip(
-                bulk, written, strict=True
-            ):
-                if row is None:
+                ]
+                inserted_ids = {
+                    row["occurrence_id"]
+                    for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
+                }
+            for index, meta, occurrence_id, idempotency_key in bulk:
+                if occurrence_id not in inserted_ids:
                     continue
                 request = requests[index]
                 results[index] = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
@@ -125,7 +126,7 @@ class OccurrenceOperations(JobOperations):
                     events.append(event)
                 results[index] = occurrence
             if events:
-                tx.many("insert_event", events)
+                tx.run("insert_events", tx.table(events))
                 inserted = True
             return [occurrence for occurrence in results if occurrence is not None]
 

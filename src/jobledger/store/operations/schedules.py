@@ -415,7 +415,7 @@ class _BatchRecorder:
                 deduplicated=len(fire) - len(new),
             )
         if events:
-            tx.many("insert_event", events)
+            tx.run("insert_events", tx.table(events))
         return [outcomes[plan.job_id] for plan in plans]
 
     def _enqueue(
@@ -451,30 +451,35 @@ class _BatchRecorder:
                     job_id, meta.revision, firing.scheduled_for, firing.trigger_key
                 )
                 requests.append((request, meta, occurrence_id, key))
-        inserted = tx.rows_many(
-            "insert_occurrence_from_job",
-            [
-                {
-                    "occurrence_id": occurrence_id,
-                    "job_id": request.job_id,
-                    "job_revision": meta.revision,
-                    "idempotency_key": key,
-                    "trigger_key": request.trigger_key,
-                    "scheduled_for": request.scheduled_for,
-                    "available_at": request.available_at,
-                    "payload_json": None,
-                    "workspace_id": meta.workspace_id,
-                    "now": now,
-                }
-                for request, meta, occurrence_id, key in requests
-            ],
+        rows_in = [
+            {
+                "occurrence_id": occurrence_id,
+                "job_id": request.job_id,
+                "job_revision": meta.revision,
+                "idempotency_key": key,
+                "trigger_key": request.trigger_key,
+                "scheduled_for": request.scheduled_for,
+                "available_at": request.available_at,
+                "payload_json": None,
+                "workspace_id": meta.workspace_id,
+                "now": now,
+            }
+            for request, meta, occurrence_id, key in requests
+        ]
+        inserted_ids = (
+            {
+                row["occurrence_id"]
+                for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
+            }
+            if rows_in
+            else set()
         )
         result: dict[str, tuple[list[Occurrence], list[dict[str, Any]]]] = {
             job_id: ([], []) for job_id in firings
         }
-        for (request, meta, occurrence_id, key), row in zip(requests, inserted, strict=True):
+        for request, meta, occurrence_id, key in requests:
             job_id = request.job_id
-            if row is None:
+            if occurrence_id not in inserted_ids:
                 # Nothing inserted: the firing exists already (its identity is on the slot),
                 # unless the job is not at the revision the compare-and-swap just confirmed.
                 if tx.one("get_occurrence_by_key", {"idempotency_key": key}) is None:

@@ -76,6 +76,41 @@ WHERE occurrence_id = ANY(%(ids)s::text[])
   )
 RETURNING *
 
+-- name: insert_events
+-- Many events in one statement: %(rows)s is a JSON array of objects with the insert_event fields
+-- (one text parameter the server unpacks, cheaper than an array per column), inserted in order.
+INSERT INTO events
+  (job_id, occurrence_id, event_type, occurred_at, owner_id, fence, data_json)
+SELECT e.value ->> 'job_id', e.value ->> 'occurrence_id', e.value ->> 'event_type',
+       (e.value ->> 'occurred_at')::bigint, e.value ->> 'owner_id',
+       (e.value ->> 'fence')::bigint, e.value ->> 'data_json'
+FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS e(value, position)
+ORDER BY e.position
+
+-- name: insert_occurrences_from_jobs
+-- insert_occurrence_from_job for many firings in one statement (%(rows)s as for insert_events);
+-- returns the ids it inserted (a firing that exists, or whose job changed, returns nothing).
+INSERT INTO occurrences
+  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+   scheduled_for, available_at, status, attempt, max_attempts, fence,
+   lease_owner, lease_expires_at, authority_json, payload_json,
+   last_error_json, result_json, created_at, updated_at, settled_at,
+   kind, workspace_id, runnable)
+SELECT e.value ->> 'occurrence_id', j.job_id, j.revision, e.value ->> 'idempotency_key',
+       e.value ->> 'trigger_key', (e.value ->> 'scheduled_for')::bigint,
+       (e.value ->> 'available_at')::bigint, 'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_json, COALESCE(e.value ->> 'payload_json', j.payload_json),
+       NULL, NULL, (e.value ->> 'now')::bigint, (e.value ->> 'now')::bigint, NULL,
+       j.kind, e.value ->> 'workspace_id', 1
+FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS e(value, position)
+JOIN jobs AS j
+  ON j.job_id = e.value ->> 'job_id'
+ AND j.revision = (e.value ->> 'job_revision')::bigint
+ AND j.enabled = 1
+ORDER BY e.position
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING occurrence_id
+
 -- name: live_kinds
 -- The distinct kinds with live work, by skipping through the claim index (O(kinds · log n)).
 WITH RECURSIVE kinds(kind) AS (

@@ -32,6 +32,7 @@ from ..base import OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
 from ..operations.occurrences import enqueued_event_data, new_occurrence
 from ..sql import load_queries, load_store_queries
+from ..tx import table_parameter
 from . import schema as schema_module
 from .connection import (
     PgConnection,
@@ -52,7 +53,13 @@ QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=T
 FAST_PATHS = load_queries(Path(__file__).with_name("fast_paths.sql"))
 # A committed row from one of these makes work claimable now: its transaction sends NOTIFY.
 _WAKING_QUERIES = frozenset(
-    {"insert_occurrence_from_job", "release_lease", "requeue_dead_letter", "expire_lease"}
+    {
+        "insert_occurrence_from_job",
+        "insert_occurrences_from_jobs",
+        "release_lease",
+        "requeue_dead_letter",
+        "expire_lease",
+    }
 )
 _URL_PREFIXES = ("postgresql://", "postgres://")
 # How long a reading of the database clock is carried forward locally (see PostgresStore.now).
@@ -118,6 +125,9 @@ class _PostgresTx:
 
     def id_list(self, values: Sequence[str]) -> object:
         return list(values)
+
+    def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+        return table_parameter(rows)
 
     def now(self) -> int:
         """The injected clock, else the database clock read when this transaction began."""

@@ -119,3 +119,42 @@ WHERE occurrence_id IN (SELECT value FROM json_each(:ids))
     (+status = 'running' AND lease_expires_at <= :now)
   )
 RETURNING *
+
+-- name: insert_events
+-- Many events in one statement: :rows is a JSON array of objects with the insert_event fields
+-- (jobledger builds it; the JSON functions unpack it inside SQLite).
+INSERT INTO events
+  (job_id, occurrence_id, event_type, occurred_at, owner_id, fence, data_json)
+SELECT json_extract(r.value, '$.job_id'), json_extract(r.value, '$.occurrence_id'),
+       json_extract(r.value, '$.event_type'), json_extract(r.value, '$.occurred_at'),
+       json_extract(r.value, '$.owner_id'), json_extract(r.value, '$.fence'),
+       json_extract(r.value, '$.data_json')
+FROM json_each(:rows) AS r
+ORDER BY r.key
+
+-- name: insert_occurrences_from_jobs
+-- insert_occurrence_from_job for many firings in one statement (:rows as for insert_events);
+-- returns the ids it inserted (a firing that exists, or whose job changed, returns nothing).
+INSERT INTO occurrences
+  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+   scheduled_for, available_at, status, attempt, max_attempts, fence,
+   lease_owner, lease_expires_at, authority_json, payload_json,
+   last_error_json, result_json, created_at, updated_at, settled_at,
+   kind, workspace_id, runnable)
+SELECT json_extract(r.value, '$.occurrence_id'), j.job_id, j.revision,
+       json_extract(r.value, '$.idempotency_key'), json_extract(r.value, '$.trigger_key'),
+       json_extract(r.value, '$.scheduled_for'), json_extract(r.value, '$.available_at'),
+       'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_json,
+       COALESCE(json_extract(r.value, '$.payload_json'), j.payload_json),
+       NULL, NULL, json_extract(r.value, '$.now'), json_extract(r.value, '$.now'), NULL,
+       j.kind, json_extract(r.value, '$.workspace_id'), 1
+FROM json_each(:rows) AS r
+JOIN jobs AS j
+  ON j.job_id = json_extract(r.value, '$.job_id')
+ AND j.revision = json_extract(r.value, '$.job_revision')
+ AND j.enabled = 1
+WHERE true
+ORDER BY r.key
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING occurrence_id

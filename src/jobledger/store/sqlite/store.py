@@ -26,6 +26,7 @@ from ...models import SchemaInfo, VerifyReport
 from ..base import NoOwnerLock, OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
 from ..sql import load_store_queries
+from ..tx import table_parameter
 from . import schema
 from .connection import (
     SQLiteConnection,
@@ -74,6 +75,9 @@ class _SQLiteTx:
 
     def id_list(self, values: Sequence[str]) -> object:
         return json.dumps(list(values))
+
+    def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+        return table_parameter(rows)
 
 
 class SQLiteStore(LedgerStore):
