@@ -8,10 +8,9 @@ synchronous=FULL, 5 s busy timeout) and the real system clock:
 (b) drain: ``--drain`` occurrences drained to empty by 1 process and by ``--processes``
     processes sharing the file; throughput is total claim+settle cycles per second of wall time.
 
-Variants of (a): ``current`` (the store as installed), ``reference`` (the same store with the
-reference's ``claim_next_candidate`` — one sort of every due row on a CASE expression —
-swapped in, for a like-for-like comparison on this machine) and ``analyzed`` (current, after
-``ANALYZE`` has written planner statistics to the file).
+Variants of (a): ``current`` (the store as installed) and ``analyzed`` (current, after
+``ANALYZE`` has written planner statistics to the file: the claim queries pin their index, so
+the two should match).
 
     python3 bench/claim_scaling.py                        # everything, defaults
     python3 bench/claim_scaling.py --sizes 1000,10000 --cycles 200 --json out.json
@@ -35,43 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import jobledger
-from jobledger import derive_occurrence_identity
-from jobledger.store.sqlite import store as sqlite_store_module
 
 AUTHORITY = {"principal": {"type": "user", "id": "bench"}}
 JOB_ID = "bench-job"
 LEASE_MS = 60_000
-
-# The reference implementation's candidate query (seed store), with named parameters.
-REFERENCE_CLAIM_QUERY = """
-SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner
-FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
-WHERE j.enabled = 1
-  AND o.attempt < o.max_attempts
-  AND (:job_kind IS NULL OR j.kind = :job_kind)
-  AND (:workspace_id IS NULL
-       OR json_extract(j.authority_json, '$.workspaceId') = :workspace_id)
-  AND (
-    (o.status IN ('queued', 'retry_wait') AND o.available_at <= :now)
-    OR
-    (o.status = 'running' AND o.lease_expires_at <= :now)
-  )
-ORDER BY
-  CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END,
-  o.scheduled_for,
-  o.occurrence_id
-LIMIT 1
-"""
-
-INSERT_OCCURRENCE = """
-INSERT INTO occurrences
-  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
-   scheduled_for, available_at, status, attempt, max_attempts, fence,
-   lease_owner, lease_expires_at, authority_json, payload_json,
-   last_error_json, result_json, created_at, updated_at, settled_at)
-VALUES
-  (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, 0, NULL, NULL, ?, ?, NULL, NULL, ?, ?, NULL)
-"""
+BATCH = 10_000  # the most enqueue_batch takes in one call
 
 
 def now_ms() -> int:
@@ -83,53 +50,24 @@ def open_bench_store(path: Path) -> Any:
 
 
 def populate(path: Path, count: int) -> None:
-    """Create the job and ``count`` queued occurrences, due now, in one transaction.
-
-    Rows carry exactly what ``insert_occurrence`` writes; ids come from the real identity
-    derivation. The per-occurrence ``occurrence_enqueued`` events are left out: the claim path
-    never reads them.
-    """
+    """Create the job and ``count`` queued occurrences, all due, through ``enqueue_batch``
+    (10,000 per transaction, with their events, exactly as an application enqueues them)."""
     store = open_bench_store(path)
     try:
         job = store.get_job(JOB_ID) or store.create_job(
             id=JOB_ID, kind="bench", authority=AUTHORITY, payload={"n": 1}
         )
-        raw = store._connection.raw
-        job_row = raw.execute(
-            "SELECT authority_json, payload_json, revision, max_attempts FROM jobs "
-            "WHERE job_id = ?",
-            (job.id,),
-        ).fetchone()
-        start = now_ms() - count  # all due already, distinct scheduled_for
-        rows = []
-        for index in range(count):
-            scheduled = start + index
-            occurrence_id, key = derive_occurrence_identity(
-                job_id=job.id,
-                job_revision=job_row["revision"],
-                scheduled_for=scheduled,
-                trigger_key=f"bench-{index}",
+        start = store.now() - count  # all due already, distinct scheduled_for
+        for first in range(0, count, BATCH):
+            store.enqueue_batch(
+                [
+                    jobledger.EnqueueRequest(
+                        job_id=job.id, scheduled_for=start + index, trigger_key=f"bench-{index}"
+                    )
+                    for index in range(first, min(count, first + BATCH))
+                ]
             )
-            rows.append(
-                (
-                    occurrence_id,
-                    job.id,
-                    job_row["revision"],
-                    key,
-                    f"bench-{index}",
-                    scheduled,
-                    scheduled,
-                    job_row["max_attempts"],
-                    job_row["authority_json"],
-                    job_row["payload_json"],
-                    start,
-                    start,
-                )
-            )
-        raw.execute("BEGIN IMMEDIATE")
-        raw.executemany(INSERT_OCCURRENCE, rows)
-        raw.execute("COMMIT")
-        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store._connection.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         store.close()
 
@@ -180,9 +118,6 @@ def drain_step(store: Any, owner: str, batch: int, work_ms: float) -> int:
 
 
 def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
-    original = sqlite_store_module.QUERIES["claim_next_candidate"]
-    if variant == "reference":
-        sqlite_store_module.QUERIES["claim_next_candidate"] = REFERENCE_CLAIM_QUERY
     store = open_bench_store(path)
     try:
         if variant == "analyzed":
@@ -209,7 +144,6 @@ def measure_latency(path: Path, cycles: int, variant: str) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
     finally:
         store.close()
-        sqlite_store_module.QUERIES["claim_next_candidate"] = original
     return {
         "cycles": cycles,
         "claim_mean_ms": statistics.fmean(claim_ms),
@@ -317,12 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="queued occurrences")
     parser.add_argument("--cycles", type=int, default=500, help="claim+settle cycles per size")
-    parser.add_argument(
-        "--reference-cycles", type=int, default=100, help="cycles for the reference variant"
-    )
-    parser.add_argument(
-        "--variants", default="current,reference,analyzed", help="latency variants to run"
-    )
+    parser.add_argument("--variants", default="current,analyzed", help="latency variants to run")
     parser.add_argument("--drain", type=int, default=4000, help="occurrences per drain run")
     parser.add_argument("--processes", type=int, default=4, help="processes for the drain")
     parser.add_argument(
@@ -358,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                     # a fresh file per variant, so every variant sees the same ~size queue
                     path = directory / f"latency-{size}-{variant}.sqlite3"
                     populate(path, size)
-                    cycles = args.reference_cycles if variant == "reference" else args.cycles
+                    cycles = args.cycles
                     row = {"variant": variant, "queued": size}
                     row.update(measure_latency(path, cycles, variant))
                     results["latency"].append(row)

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def worker_process(
     runtime = jobledger.Runtime(
         store, handlers={"bench": handler}, authorize=jobledger.allow_all, owner_id=owner
     )
-    worker = jobledger.Worker(runtime, concurrency=concurrency, poll_interval=50)
+    worker = jobledger.Worker(
+        runtime, concurrency=concurrency, poll_interval=timedelta(milliseconds=50)
+    )
 
     def stop_when_drained() -> None:
         with sqlite3.connect(path) as watcher:
