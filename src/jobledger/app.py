@@ -347,8 +347,12 @@ class App:
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. Either every occurrence is written, or none.
         """
+        if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
+            raise InvalidArgument(
+                "payloads must be a list of payloads", details={"field": "payloads"}
+            )
         items = list(payloads)
-        if keys is not None and len(keys) != len(items):
+        if keys is not None and (not isinstance(keys, (list, tuple)) or len(keys) != len(items)):
             raise InvalidArgument("keys must have one key per payload", details={"field": "keys"})
         if len(items) > contract.MAX_ENQUEUE_BATCH:
             raise InvalidArgument(

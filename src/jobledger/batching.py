@@ -42,6 +42,33 @@ Done = Callable[[Occurrence | BaseException], None]
 # How long a failed batch waits before it is tried again, doubling up to the maximum.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
+# The events a settle writes, by outcome (the lease-expiry dead letter is told apart by its
+# ``reason``); how far back a settle's own event is looked for.
+_SETTLE_EVENT_TYPES = {
+    "succeeded": frozenset({"occurrence_succeeded"}),
+    "failed": frozenset({"occurrence_retry_scheduled", "occurrence_dead_lettered"}),
+}
+_SETTLE_EVENT_LOOKBACK = 100
+
+
+def committed_settlement(store: Store, settlement: Settlement) -> Occurrence | None:
+    """The occurrence if ``settlement`` itself is stored — its settle event, written in the same
+    transaction, names this owner and fence — else ``None``.
+
+    For a retry after a COMMIT whose outcome was unknown: a settle that did commit is fenced
+    out by its own retry, and must be reported as the success (or failure) it was, not as a
+    lost lease.
+    """
+    wanted = _SETTLE_EVENT_TYPES[settlement.outcome]
+    for event in store.events(occurrence_id=settlement.occurrence_id, limit=_SETTLE_EVENT_LOOKBACK):
+        if (
+            event.type in wanted
+            and event.owner_id == settlement.owner_id
+            and event.fence == settlement.fence
+            and "reason" not in event.data
+        ):
+            return store.get_occurrence(settlement.occurrence_id)
+    return None
 
 
 class Settler:
@@ -55,6 +82,8 @@ class Settler:
         self._in_flight = 0
         self._closing = False
         self._thread: threading.Thread | None = None
+        # (occurrence, fence) of settlements whose last commit ended with an unknown outcome.
+        self._uncertain: set[tuple[str, int]] = set()
         self.batches = 0
         self.committed = 0
 
@@ -115,10 +144,13 @@ class Settler:
                 delay = min(RETRY_MAX_S, delay * 2)
 
     def _commit(self, batch: list[tuple[Settlement, Done]], *, retry: bool = False) -> bool:
+        settlements = [settlement for settlement, _ in batch]
         try:
-            outcomes = self._store.settle_batch([settlement for settlement, _ in batch])
+            outcomes: list[Occurrence | LeaseLost] = self._store.settle_batch(settlements)
         except SchedulerError as exc:
             if retry and exc.code == "SCHEDULER_STORAGE_UNAVAILABLE" and not self._closing:
+                if (exc.details or {}).get("commitState") != "not_committed":
+                    self._uncertain.update((s.occurrence_id, s.fence) for s in settlements)
                 logger.warning(
                     "settling %d result(s) failed; will retry", len(batch), exc_info=True
                 )
@@ -127,11 +159,33 @@ class Settler:
             for _, done in batch:
                 self._call(done, exc)
             return True
+        if self._uncertain:
+            outcomes = [
+                self._resolve(settlement, outcome)
+                for settlement, outcome in zip(settlements, outcomes, strict=True)
+            ]
         self.batches += 1
         self.committed += sum(1 for outcome in outcomes if not isinstance(outcome, LeaseLost))
         for (_, done), outcome in zip(batch, outcomes, strict=True):
             self._call(done, outcome)
         return True
+
+    def _resolve(
+        self, settlement: Settlement, outcome: Occurrence | LeaseLost
+    ) -> Occurrence | LeaseLost:
+        """A lost lease after an unknown commit may be this settlement's own earlier commit."""
+        key = (settlement.occurrence_id, settlement.fence)
+        if key not in self._uncertain:
+            return outcome
+        self._uncertain.discard(key)
+        if not isinstance(outcome, LeaseLost):
+            return outcome
+        try:
+            stored = committed_settlement(self._store, settlement)
+        except SchedulerError:
+            logger.warning("could not check an uncertain settle; reporting it lost", exc_info=True)
+            return outcome
+        return outcome if stored is None else stored
 
     @staticmethod
     def _call(done: Done, outcome: Occurrence | BaseException) -> None:

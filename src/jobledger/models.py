@@ -33,6 +33,7 @@ __all__ = [
     "WorkerRecord",
 ]
 
+
 class Unset:
     """Marker for "argument not given" where ``None`` is a meaningful JSON value."""
 

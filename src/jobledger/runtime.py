@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
 from .clock import Clock
@@ -194,10 +194,9 @@ class Runtime:
         self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
         self._attempt_settings: AttemptSettings | None = None
-        items = handlers.items() if isinstance(handlers, Mapping) else (handlers or ())
-        for kind, handler in items:
+        for kind, handler in _kind_pairs(handlers, "handlers"):
             self.register_handler(kind, handler)
-        for kind, policy in (retry_policies or {}).items():
+        for kind, policy in _kind_pairs(retry_policies, "retry_policies"):
             self.set_retry_policy(kind, policy)
 
     # -- configuration ----------------------------------------------------------------------
@@ -659,9 +658,7 @@ class RunningAttempt:
 
     def _observe_failure(self, error: BaseException) -> None:
         """Tell the observer the attempt ended without a result (so gauges stay right)."""
-        aborted = RunResult(
-            "aborted", self.attempt.claimed, error={"code": type(error).__name__}
-        )
+        aborted = RunResult("aborted", self.attempt.claimed, error={"code": type(error).__name__})
         notify(self.runtime.observer, "finished", self.attempt.claimed, aborted, self._duration)
 
     def _disarm(self) -> None:
@@ -672,3 +669,23 @@ class RunningAttempt:
     def _end(self) -> None:
         self._disarm()
         self.runtime._forget(self.attempt)
+
+
+def _kind_pairs(value: object, field: str) -> list[tuple[Any, Any]]:
+    """``value`` (a mapping of kind → item, or an iterable of (kind, item) pairs, or ``None``)
+    as a list of pairs; anything else is refused with a coded error."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgument(
+            f"{field} must be a mapping of job kind to value", details={"field": field}
+        )
+    pairs = list(value)
+    if not all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs):
+        raise InvalidArgument(
+            f"{field} must be a mapping of job kind to value, or (kind, value) pairs",
+            details={"field": field},
+        )
+    return pairs

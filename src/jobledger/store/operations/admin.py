@@ -52,6 +52,10 @@ class AdminOperations(LeaseOperations):
         """
         cutoff = contract.normalize_epoch_ms(before, "before")
         who = contract.normalize_identifier(actor, "actor")
+        if isinstance(statuses, str) or not isinstance(statuses, (list, tuple, set, frozenset)):
+            raise InvalidArgument(
+                "statuses must be a list of settled statuses", details={"field": "statuses"}
+            )
         wanted = [inputs.normalize_status(status) for status in statuses]
         if not wanted or any(status not in _PRUNABLE for status in wanted):
             raise InvalidArgument(

@@ -417,9 +417,7 @@ class PostgresSchema:
         )
 
 
-def ensure_schema(
-    conn: PgConnection, *, schema: str, clock: Any, migrate: bool
-) -> SchemaOutcome:
+def ensure_schema(conn: PgConnection, *, schema: str, clock: Any, migrate: bool) -> SchemaOutcome:
     """Create, verify or upgrade ``schema`` on ``conn`` (autocommit).
 
     ``clock`` is the injected clock or ``None`` (then ``applied_at`` is the database's time).

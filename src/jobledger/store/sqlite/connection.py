@@ -26,7 +26,17 @@ __all__ = ["SQLiteConnection", "prepare_private_file", "storage_failure"]
 
 T = TypeVar("T")
 
-_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "ENOSPC", "EROFS", "EIO")
+# SQLITE_CANTOPEN: the file or a sidecar (the WAL's -shm) cannot be opened or created, e.g. on
+# a read-only file system; the data may be perfectly sound.
+_STORAGE_CODES = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "ENOSPC",
+    "EROFS",
+    "EIO",
+)
 _ERRNO_CODES = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 # A busy BEGIN is retried this many times in total, on top of SQLite's own busy timeout, but
 # only before the transaction body starts (after that a retry could repeat side effects).
@@ -38,6 +48,7 @@ def _storage_code(exc: BaseException) -> str | None:
     """The storage failure code along the cause chain (SQLITE_IOERR_WRITE → SQLITE_IOERR)."""
     seen: set[int] = set()
     current: BaseException | None = exc
+    fallback: str | None = None  # CANTOPEN says least: a cause further down may say why
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         candidates: list[str] = []
@@ -53,9 +64,11 @@ def _storage_code(exc: BaseException) -> str | None:
             text = candidate.strip().upper()
             for known in _STORAGE_CODES:
                 if text == known or text.startswith(known + "_"):
-                    return known
+                    if known != "SQLITE_CANTOPEN":
+                        return known
+                    fallback = fallback or known
         current = current.__cause__ or current.__context__
-    return None
+    return fallback
 
 
 def _is_busy(exc: BaseException) -> bool:

@@ -12,21 +12,47 @@ only meaningful on one machine: a SQLite database is not shared across machines.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["OwnerLock", "owner_gone", "owners_directory"]
+__all__ = ["OwnerLock", "UnsafeOwnersDirectory", "owner_gone", "owners_directory"]
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeOwnersDirectory(OSError):
+    """``<database>-owners`` is not a private directory of ours (a symlink, another owner's)."""
 
 
 def owners_directory(database: Path) -> Path:
     return Path(f"{database}-owners")
 
 
-def _lock_path(database: Path, owner_id: str) -> Path:
-    digest = hashlib.sha256(owner_id.encode("utf-8")).hexdigest()[:32]
-    return owners_directory(database) / f"{digest}.lock"
+def _lock_name(owner_id: str) -> str:
+    return hashlib.sha256(owner_id.encode("utf-8")).hexdigest()[:32] + ".lock"
+
+
+def _open_directory(database: Path, *, create: bool) -> int:
+    """A descriptor of ``<database>-owners``, refusing a symlink or a directory we do not own:
+    lock files are created and unlinked only through it, so nothing outside is ever touched."""
+    path = owners_directory(database)
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+    try:
+        fd = os.open(path, _DIRECTORY_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeOwnersDirectory(f"{path} is not a directory") from None
+        raise
+    info = os.fstat(fd)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise UnsafeOwnersDirectory(f"{path} is not private to this user")
+    return fd
 
 
 class OwnerLock:
@@ -35,17 +61,23 @@ class OwnerLock:
     kind = "flock"
 
     def __init__(self, database: Path, owner_id: str) -> None:
-        directory = owners_directory(database)
-        directory.mkdir(mode=0o700, exist_ok=True)
-        self.path = _lock_path(database, owner_id)
-        self._fd: int | None = os.open(
-            self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
+        self._name = _lock_name(owner_id)
+        self.path = owners_directory(database) / self._name
+        self._directory = _open_directory(database, create=True)
+        self._fd: int | None = None
         try:
+            self._fd = os.open(
+                self._name,
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=self._directory,
+            )
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            os.close(self._fd)
-            self._fd = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            os.close(self._directory)
             raise
 
     @property
@@ -60,25 +92,37 @@ class OwnerLock:
             return
         fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
-            self.path.unlink()
+            os.unlink(self._name, dir_fd=self._directory)
         os.close(fd)
+        os.close(self._directory)
 
 
 def owner_gone(database: Path, owner_id: str) -> bool:
-    """True when ``owner_id`` held a lock file and no process holds it now."""
-    path = _lock_path(database, owner_id)
+    """True when ``owner_id`` held a lock file and no process holds it now.
+
+    Anything unexpected (no directory, a symlink, a file we cannot open or lock) answers
+    ``False``: "not known to be gone", so its leases simply run out instead.
+    """
+    name = _lock_name(owner_id)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+        directory = _open_directory(database, create=False)
+    except OSError:
         return False
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+        except OSError:
             return False
-        # Gone. Remove the file while holding the lock, so the next check is a cheap miss.
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return True
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            # Gone. Remove the file while holding the lock, so the next check is a cheap miss.
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=directory)
+            return True
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(directory)

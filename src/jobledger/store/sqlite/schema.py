@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown
+from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown, StorageUnavailable
 from ...models import MigrationRecord, SchemaInfo, VerifyCheck, VerifyReport
 from .. import migrations as ladder
 from ..migrations import Migration, SchemaOutcome
 from ..rows import read_stored_authority
-from .connection import SQLiteConnection
+from .connection import SQLiteConnection, storage_failure
 
 __all__ = [
     "APPLICATION_ID",
@@ -348,6 +348,12 @@ class SQLiteSchema:
         try:
             tables = _user_tables(self._conn)
         except sqlite3.DatabaseError as exc:
+            # A file system that refuses the file (read-only, full, failing) is not corruption.
+            failure = storage_failure(exc, phase="open", commit_state="not_committed")
+            if isinstance(failure, StorageUnavailable):
+                raise failure from None
+            raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
+        except UnicodeDecodeError as exc:  # a damaged catalog: names that are not UTF-8
             raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
         if not tables:
             return None

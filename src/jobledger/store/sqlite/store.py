@@ -34,7 +34,7 @@ from .connection import (
     prepare_private_file,
     storage_failure,
 )
-from .liveness import OwnerLock, owner_gone
+from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -166,6 +166,8 @@ class SQLiteStore(LedgerStore):
                 if isinstance(exc, PermissionError | NotADirectoryError | IsADirectoryError):
                     raise UnsafePath(f"Refusing an unsafe database location: {exc}") from exc
                 raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
+            if isinstance(exc, UnicodeDecodeError):  # damaged catalog text
+                raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
             raise
         return cls(connection, clock, backup)
 
@@ -223,6 +225,8 @@ class SQLiteStore(LedgerStore):
             return NoOwnerLock()  # nothing else can open a memory database
         try:
             return OwnerLock(Path(self._target), owner)
+        except UnsafeOwnersDirectory as exc:
+            raise UnsafePath(f"Refusing an unsafe liveness-lock directory: {exc}") from None
         except OSError as exc:
             raise StorageUnavailable.during(
                 "Could not take this owner's liveness lock",
