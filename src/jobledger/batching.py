@@ -34,7 +34,7 @@ from .models import Occurrence, Settlement
 from .store import inputs
 from .store.base import Store
 
-__all__ = ["ClaimAhead", "Claimed", "Settler"]
+__all__ = ["ClaimAhead", "Claimed", "Settler", "committed_settlement"]
 
 logger = logging.getLogger("jobledger.worker")
 
