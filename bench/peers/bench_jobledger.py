@@ -45,7 +45,14 @@ UNFINISHED = "('queued', 'running', 'retry_wait')"
 
 def sqlite_path(args: Any) -> Path:
     folder = "jobledger-kill" if args.step == "killtest" else "jobledger"
+    if args.store == "sqlite-normal":
+        folder += "-normal"
     return args.scratch / folder / "ledger.sqlite3"
+
+
+def synchronous(args: Any) -> str:
+    """SQLite's synchronous setting for this store choice (``sqlite-normal``: NORMAL)."""
+    return "NORMAL" if args.store == "sqlite-normal" else "FULL"
 
 
 def target(args: Any) -> str:
@@ -68,6 +75,7 @@ def load_app(args: Any) -> Any:
     """The bench app on this step's store (the same module the worker imports)."""
     os.environ["PEERSBENCH_JL_TARGET"] = target(args)
     os.environ["PEERSBENCH_JL_SCHEMA"] = common.JOBLEDGER_SCHEMA
+    os.environ["PEERSBENCH_JL_SYNCHRONOUS"] = synchronous(args)
     import peers_jobledger_app
 
     return peers_jobledger_app.app
@@ -110,7 +118,11 @@ def worker_cmd(args: Any) -> list[str]:
 
 def worker_env(args: Any) -> dict[str, str]:
     return common.worker_env(
-        {"PEERSBENCH_JL_TARGET": target(args), "PEERSBENCH_JL_SCHEMA": common.JOBLEDGER_SCHEMA}
+        {
+            "PEERSBENCH_JL_TARGET": target(args),
+            "PEERSBENCH_JL_SCHEMA": common.JOBLEDGER_SCHEMA,
+            "PEERSBENCH_JL_SYNCHRONOUS": synchronous(args),
+        }
     )
 
 
@@ -458,7 +470,13 @@ def step_killtest(args: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.base_parser(__doc__.split("\n\n")[0], STEPS)
-    parser.add_argument("--store", choices=("sqlite", "postgres"), required=True)
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "sqlite-normal", "postgres"),
+        required=True,
+        help="sqlite-normal: SQLite with synchronous=NORMAL (durable against process crashes, "
+        "not power loss)",
+    )
     parser.add_argument(
         "--jobledger-worker-arg",
         action="append",

@@ -5,6 +5,7 @@ The store comes from the environment, so this one file serves both::
     PEERSBENCH_JL_TARGET=/tmp/…/ledger.sqlite3                      # SQLite file
     PEERSBENCH_JL_TARGET=postgresql://peersbench@127.0.0.1:5432/peersbench   # PostgreSQL,
     PEERSBENCH_JL_SCHEMA=jlbench                                   # in this schema (default)
+    PEERSBENCH_JL_SYNCHRONOUS=NORMAL                               # SQLite: FULL (default)
 
     jobledger worker peers_jobledger_app:app --concurrency 4
 
@@ -26,12 +27,13 @@ TARGET = os.environ.get(
 )
 IS_POSTGRES = TARGET.startswith(("postgresql://", "postgres://"))
 SCHEMA = os.environ.get("PEERSBENCH_JL_SCHEMA", "jlbench")
+SYNCHRONOUS = os.environ.get("PEERSBENCH_JL_SYNCHRONOUS", "FULL")
 
 app = jobledger.App(
     TARGET,
     name="peersbench",
     authorize=jobledger.allow_all,
-    store_options={"schema": SCHEMA} if IS_POSTGRES else None,
+    store_options={"schema": SCHEMA} if IS_POSTGRES else {"synchronous": SYNCHRONOUS},
 )
 
 

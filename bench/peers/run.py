@@ -35,13 +35,27 @@ from typing import Any
 
 import peerscommon as common
 
-SYSTEMS = ("huey", "procrastinate", "jobledger-sqlite", "jobledger-postgres")
+SYSTEMS = (
+    "huey",
+    "procrastinate",
+    "jobledger-sqlite",
+    "jobledger-postgres",
+    "jobledger-sqlite-normal",
+)
 STEPS = ("enqueue", "enqueue-batch", "burndown", "killtest")
 DRIVERS = {
     "huey": ["bench_huey.py"],
     "procrastinate": ["bench_procrastinate.py"],
     "jobledger-sqlite": ["bench_jobledger.py", "--store", "sqlite"],
     "jobledger-postgres": ["bench_jobledger.py", "--store", "postgres"],
+    "jobledger-sqlite-normal": ["bench_jobledger.py", "--store", "sqlite-normal"],
+}
+STORES = {
+    "huey": "sqlite",
+    "procrastinate": "postgres",
+    "jobledger-sqlite": "sqlite",
+    "jobledger-postgres": "postgres",
+    "jobledger-sqlite-normal": "sqlite-normal",
 }
 
 
@@ -197,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             result = {
                 "type": "measurement",
                 "system": system.split("-")[0],
-                "store": "sqlite" if system in ("huey", "jobledger-sqlite") else "postgres",
+                "store": STORES[system],
                 "step": step,
                 "concurrency": concurrency,
                 "run": run,
