@@ -78,13 +78,17 @@ RETURNING *
 
 -- name: insert_events
 -- Many events in one statement: %(rows)s is a JSON array of objects with the insert_event fields
--- (one text parameter the server unpacks, cheaper than an array per column), inserted in order.
+-- (one text parameter, cheaper than an array per column). json_to_recordset parses it once into
+-- typed columns (->> per field would parse each object again); rows go in in array order.
 INSERT INTO events
   (job_id, occurrence_id, event_type, occurred_at, owner_id, fence, data_json)
-SELECT e.value ->> 'job_id', e.value ->> 'occurrence_id', e.value ->> 'event_type',
-       (e.value ->> 'occurred_at')::bigint, e.value ->> 'owner_id',
-       (e.value ->> 'fence')::bigint, e.value ->> 'data_json'
-FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS e(value, position)
+SELECT e.job_id, e.occurrence_id, e.event_type, e.occurred_at, e.owner_id, e.fence, e.data_json
+FROM ROWS FROM (
+  json_to_recordset(%(rows)s::json)
+    AS (job_id text, occurrence_id text, event_type text, occurred_at bigint, owner_id text,
+        fence bigint, data_json text)
+) WITH ORDINALITY
+  AS e(job_id, occurrence_id, event_type, occurred_at, owner_id, fence, data_json, position)
 ORDER BY e.position
 
 -- name: insert_occurrences_from_jobs
@@ -96,16 +100,23 @@ INSERT INTO occurrences
    lease_owner, lease_expires_at, authority_json, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
    kind, workspace_id, runnable)
-SELECT e.value ->> 'occurrence_id', j.job_id, j.revision, e.value ->> 'idempotency_key',
-       e.value ->> 'trigger_key', (e.value ->> 'scheduled_for')::bigint,
-       (e.value ->> 'available_at')::bigint, 'queued', 0, j.max_attempts, 0,
-       NULL, NULL, j.authority_json, COALESCE(e.value ->> 'payload_json', j.payload_json),
-       NULL, NULL, (e.value ->> 'now')::bigint, (e.value ->> 'now')::bigint, NULL,
-       j.kind, e.value ->> 'workspace_id', 1
-FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS e(value, position)
+SELECT e.occurrence_id, j.job_id, j.revision, e.idempotency_key,
+       e.trigger_key, e.scheduled_for,
+       e.available_at, 'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_json, COALESCE(e.payload_json, j.payload_json),
+       NULL, NULL, e.now, e.now, NULL,
+       j.kind, e.workspace_id, 1
+FROM ROWS FROM (
+  json_to_recordset(%(rows)s::json)
+    AS (occurrence_id text, idempotency_key text, trigger_key text, scheduled_for bigint,
+        available_at bigint, payload_json text, now bigint, workspace_id text, job_id text,
+        job_revision bigint)
+) WITH ORDINALITY
+  AS e(occurrence_id, idempotency_key, trigger_key, scheduled_for, available_at, payload_json,
+       now, workspace_id, job_id, job_revision, position)
 JOIN jobs AS j
-  ON j.job_id = e.value ->> 'job_id'
- AND j.revision = (e.value ->> 'job_revision')::bigint
+  ON j.job_id = e.job_id
+ AND j.revision = e.job_revision
  AND j.enabled = 1
 ORDER BY e.position
 ON CONFLICT (idempotency_key) DO NOTHING
