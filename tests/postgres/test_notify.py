@@ -19,10 +19,48 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> bool:
     return predicate()
 
 
-def test_an_enqueue_elsewhere_bumps_the_listeners_work_signal(open_pg):
+def _listening(open_pg):
+    """A store whose LISTEN thread runs (a worker starts it by waiting for work)."""
     listening = open_pg(listen=True)
     assert listening.listener is not None
+    listening.work_signal.watch()
     assert listening.listener.connected.wait(10)
+    return listening
+
+
+def _listener_connections(admin) -> int:
+    return admin.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'jobledger-listener'"
+        " AND datname = current_database()"
+    ).fetchone()["n"]
+
+
+def test_the_listener_starts_with_the_first_wait_for_work_not_before(open_pg, admin):
+    store = open_pg(listen=True)
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
+    time.sleep(0.2)
+    assert store.listener is not None and not store.listener.connected.is_set()
+    assert _listener_connections(admin) == 0  # a process that only enqueues never listens
+    store.work_signal.wait(store.work_signal.generation, 0.0)
+    assert store.listener.connected.wait(10)
+    assert _wait_for(lambda: _listener_connections(admin) == 1)
+    store.work_signal.watch()  # idempotent: still one listener
+    time.sleep(0.2)
+    assert _listener_connections(admin) == 1
+
+
+def test_a_listener_never_started_closes_cleanly_and_stays_stopped(open_pg):
+    store = open_pg(listen=True)
+    listener = store.listener
+    assert listener is not None
+    store.close()
+    listener.start()  # too late: a stopped listener stays stopped
+    assert listener._thread.ident is None
+
+
+def test_an_enqueue_elsewhere_bumps_the_listeners_work_signal(open_pg):
+    listening = _listening(open_pg)
     producer = open_pg(listen=False)
     producer.create_job(id="j", kind="k", authority=AUTHORITY)
     seen = listening.work_signal.generation
@@ -41,8 +79,7 @@ def test_an_enqueue_elsewhere_bumps_the_listeners_work_signal(open_pg):
 
 
 def test_no_notification_without_new_work(open_pg):
-    listening = open_pg(listen=True)
-    assert listening.listener is not None and listening.listener.connected.wait(10)
+    listening = _listening(open_pg)
     producer = open_pg(listen=False)
     producer.create_job(id="j", kind="k", authority=AUTHORITY)
     producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
@@ -56,8 +93,7 @@ def test_no_notification_without_new_work(open_pg):
 
 
 def test_a_requeue_and_a_release_notify(open_pg, clock):
-    listening = open_pg(listen=True)
-    assert listening.listener is not None and listening.listener.connected.wait(10)
+    listening = _listening(open_pg)
     producer = open_pg(listen=False)
     producer.create_job(id="j", kind="k", authority=AUTHORITY, max_attempts=1)
     producer.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
@@ -77,19 +113,15 @@ def test_listen_false_opens_no_listener_connection(open_pg, admin):
     store = open_pg(listen=False)
     assert store.listener is None
     store.create_job(id="j", kind="k", authority=AUTHORITY)
-    listeners = admin.execute(
-        "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'jobledger-listener'"
-        " AND datname = current_database()"
-    ).fetchone()
-    assert listeners["n"] == 0
+    store.work_signal.wait(store.work_signal.generation, 0.0)
+    assert _listener_connections(admin) == 0
     store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")  # NOTIFY still sent
     assert store.claim_next(owner_id="w", lease_ms=1000) is not None
 
 
 def test_the_listener_reconnects_after_its_connection_dies(open_pg, admin):
-    listening = open_pg(listen=True)
+    listening = _listening(open_pg)
     listener = listening.listener
-    assert listener is not None and listener.connected.wait(10)
     old_pid = listener.backend_pid
     admin.execute("SELECT pg_terminate_backend(%s, 5000)", (old_pid,))
     assert _wait_for(lambda: listener.connections >= 2 and listener.connected.is_set())
@@ -102,9 +134,8 @@ def test_the_listener_reconnects_after_its_connection_dies(open_pg, admin):
 
 
 def test_close_stops_the_listener_promptly(open_pg, admin):
-    listening = open_pg(listen=True)
+    listening = _listening(open_pg)
     listener = listening.listener
-    assert listener is not None and listener.connected.wait(10)
     started = time.monotonic()
     listening.close()
     assert time.monotonic() - started < 2.0

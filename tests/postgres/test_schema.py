@@ -575,6 +575,8 @@ def test_a_role_with_only_table_privileges_can_work(pg_url, admin):
         )
         url = pg_url.replace("postgresql://postgres@", "postgresql://jl_worker_role@")
         with jobledger.open_store(url, listen=True) as store:
+            store.work_signal.watch()  # LISTEN as this role, as a worker would
+            assert store.listener is not None and store.listener.connected.wait(10)
             store.create_job(id="j", kind="k", authority=AUTHORITY, max_attempts=1)
             store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t")
             claimed = store.claim_next(owner_id="w", lease_ms=60_000)

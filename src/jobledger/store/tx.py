@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import contract
@@ -71,6 +71,21 @@ class WorkSignal:
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._generation = 0
+        self._source: Callable[[], None] | None = None
+
+    def feed_from(self, start: Callable[[], None]) -> None:
+        """Have :meth:`watch` call ``start`` (once): what bumps this signal for work from other
+        processes (the PostgreSQL LISTEN thread), started only when something waits for work —
+        a process that only enqueues never pays for it."""
+        with self._condition:
+            self._source = start
+
+    def watch(self) -> None:
+        """Start the signal's source, if it has one that has not started (idempotent)."""
+        with self._condition:
+            start, self._source = self._source, None
+        if start is not None:
+            start()
 
     @property
     def generation(self) -> int:
@@ -87,6 +102,8 @@ class WorkSignal:
 
         Returns the generation now current (equal to ``seen_generation`` on a timeout).
         """
+        if self._source is not None:
+            self.watch()
         with self._condition:
             self._condition.wait_for(lambda: self._generation != seen_generation, timeout_s)
             return self._generation
@@ -94,7 +111,7 @@ class WorkSignal:
 
 def table_parameter(rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """``{"rows": <JSON array of the rows>}``: one text parameter that SQLite (``json_each``)
-    and PostgreSQL (``json_array_elements``) unpack into rows inside the statement — one
+    and PostgreSQL (``json_to_recordset``) unpack into rows inside the statement — one
     statement for many rows, and one parameter to encode instead of one per value."""
     return {"rows": json.dumps(list(rows), ensure_ascii=False, separators=(",", ":"))}
 

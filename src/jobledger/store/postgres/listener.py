@@ -51,6 +51,9 @@ class NotificationListener:
         )
 
     def start(self) -> None:
+        """Start listening (once; a stopped listener stays stopped)."""
+        if self._stopping.is_set() or self._thread.ident is not None:
+            return
         self._thread.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:

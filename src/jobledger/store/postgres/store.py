@@ -9,7 +9,8 @@ are operational, never semantic:
 * Claims lock their candidate with ``FOR UPDATE SKIP LOCKED``, so concurrent workers each take a
   different row instead of queueing behind one.
 * Enqueues send ``NOTIFY`` with their commit; with ``listen=True`` a listener thread bumps
-  :attr:`work_signal` for work enqueued by any process.
+  :attr:`work_signal` for work enqueued by any process. It starts when something first waits
+  on the signal (a worker with nothing to do), so a process that only enqueues never runs it.
 """
 
 from __future__ import annotations
@@ -195,8 +196,9 @@ class PostgresStore(LedgerStore):
         callable returning epoch ms overrides it (tests). ``schema``: where jobledger's tables
         live. ``pool_min_size``/``pool_max_size``: connections kept open / allowed — one per
         concurrent store call. ``pool_timeout``: seconds a call waits for a free connection.
-        ``listen``: run a LISTEN thread on one extra connection (turn off behind PgBouncer in
-        transaction mode). ``connect_timeout``: seconds per connection attempt.
+        ``listen``: run a LISTEN thread on one extra connection once something waits for work
+        (turn off behind PgBouncer in transaction mode). ``connect_timeout``: seconds per
+        connection attempt.
         ``prepare_threshold``: psycopg's automatic server-side prepared statements (``None``
         turns them off, for PgBouncer before 1.21).
         """
@@ -256,7 +258,9 @@ class PostgresStore(LedgerStore):
                 listener = NotificationListener(
                     url, channel=channel, signal=store.work_signal, connect_timeout=connect
                 )
-                listener.start()
+                # Started by the first wait for work (a worker), not here: a process that
+                # only enqueues would otherwise wake for its own NOTIFYs.
+                store.work_signal.feed_from(listener.start)
                 store.listener = listener
         except BaseException as exc:
             if listener is not None:
