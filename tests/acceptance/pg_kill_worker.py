@@ -3,19 +3,21 @@
 Usage: python pg_kill_worker.py DATABASE_URL OWNER_ID READY_FILE
 
 The app's handler sleeps a little and returns who ran it. The store uses the database clock
-(no clock injected) and LISTEN/NOTIFY. Short leases (2 s) so a killed worker's claims expire
-quickly; the runtime renews live ones in the background. Runs until SIGTERM (or SIGKILL).
+(no clock injected) and LISTEN/NOTIFY. Leases are long (30 s): a killed worker's claims are taken
+over because the survivors see its liveness lock (a session advisory lock) free and end its
+leases at once (``owner_gone``), not because they expire. Runs until SIGTERM (or SIGKILL).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import jobledger
 
-LEASE_MS = 2_000
+LEASE = timedelta(seconds=30)
 HANDLER_SECONDS = 0.002
 
 
@@ -38,7 +40,12 @@ def build_app(url: str, owner: str) -> jobledger.App:
 def main(url: str, owner: str, ready_file: str) -> int:
     with build_app(url, owner) as app:
         worker = app.worker(
-            concurrency=2, poll_interval=100, grace_period=5_000, owner_id=owner, lease_ms=LEASE_MS
+            concurrency=2,
+            poll_interval=timedelta(milliseconds=100),
+            grace_period=timedelta(seconds=5),
+            reap_interval=timedelta(milliseconds=250),
+            owner_id=owner,
+            lease=LEASE,
         )
         Path(ready_file).write_text("ready")
         worker.run()

@@ -1,9 +1,11 @@
 """Four Worker processes drain 10,000 occurrences from one PostgreSQL database; one is SIGKILLed.
 
-The killed worker cannot release its leases. They expire (2 s leases, measured by the database
-clock) and the surviving workers reclaim those occurrences (``occurrence_reclaimed``, attempt
-2, a higher fence). In the end every occurrence has succeeded exactly once and the killed
-worker's unfinished claims were finished by someone else.
+The killed worker cannot release its leases. Its session advisory lock dies with it, so a
+survivor sees it gone and ends its leases at once (``occurrence_lease_expired``, reason
+``owner_gone``) — long before their 30 s expiry — and the survivors reclaim those occurrences
+(``occurrence_reclaimed``, attempt 2, a higher fence). In the end every occurrence has succeeded
+exactly once and the killed worker's unfinished claims were finished by someone else, within a
+few seconds of the kill.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.01)
 
 
-def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_url, tmp_path):
+def test_a_sigkilled_workers_leases_are_ended_at_once_and_reclaimed(
+    postgres_database_url, tmp_path
+):
     url = postgres_database_url
     enqueue_many(url, job_id="sleepy", kind="sleepy", count=OCCURRENCES)
 
@@ -80,6 +84,7 @@ def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_u
             "the victim to settle some work",
         )
         _wait(lambda: _scalar(conn, victim_busy) > 0, 30, "the victim to hold a lease")
+        killed_at = _scalar(conn, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
         processes["victim"].send_signal(signal.SIGKILL)
         processes["victim"].wait(10)
         orphaned = [
@@ -134,6 +139,15 @@ def test_a_sigkilled_workers_leases_expire_and_are_reclaimed(postgres_database_u
         ).fetchall()
         reclaimed = {row[0]: row for row in reclaims}
         assert set(orphaned) <= set(reclaimed)
+        # Taken over because the victim was seen gone, not because the 30 s leases expired.
+        reaped = conn.execute(
+            "SELECT occurrence_id, occurred_at FROM jobledger.events "
+            "WHERE event_type = 'occurrence_lease_expired' AND owner_id = 'victim' "
+            "AND data_json::json ->> 'reason' = 'owner_gone'"
+        ).fetchall()
+        assert set(orphaned) <= {row[0] for row in reaped}
+        slowest = max(row[1] for row in reaped) - killed_at
+        assert slowest < 15_000, f"the victim's leases were ended {slowest} ms after the kill"
         for occurrence_id in orphaned:
             _, new_owner, fence, previous = reclaimed[occurrence_id]
             assert previous == "victim" and new_owner in owners[1:] and fence >= 2

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.xdist_group("acceptance")]
 WORKER_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
+    from datetime import timedelta
     from pathlib import Path
     import jobledger
 
@@ -44,8 +45,9 @@ WORKER_SCRIPT = textwrap.dedent(
         return {"by": "first"}
 
     with app:
-        summary = app.run_worker(concurrency=1, poll_interval=50, grace_period=grace_ms,
-                                 owner_id="first-worker", lease_ms=30_000)
+        summary = app.run_worker(concurrency=1, poll_interval=timedelta(milliseconds=50),
+                                 grace_period=timedelta(milliseconds=grace_ms),
+                                 owner_id="first-worker", lease=timedelta(seconds=30))
     print(json.dumps({"statuses": dict(summary.statuses),
                       "released": [o.id for o in summary.released],
                       "forced": summary.forced}))
@@ -77,7 +79,7 @@ def test_sigterm_mid_job_settles_exactly_once(tmp_path, work_s, grace_ms, expect
     script.write_text(WORKER_SCRIPT)
     with jobledger.App(db, name="sigterm-test", authorize=jobledger.allow_all) as app:
         app.create_job("long-job", "slow")
-        occurrence = app.enqueue("long-job", trigger_key="once")
+        occurrence = app.enqueue("long-job")
 
     process = subprocess.Popen(
         [sys.executable, str(script), str(db), str(marker), str(work_s), str(grace_ms)],
@@ -107,7 +109,7 @@ def test_sigterm_mid_job_settles_exactly_once(tmp_path, work_s, grace_ms, expect
         else:
             assert after_first.status == "succeeded"
             assert after_first.result == {"by": "first"}
-            assert run_until_idle(app) == []
+            assert list(run_until_idle(app)) == []
         final = app.get_occurrence(occurrence.id)
         events = list(reversed(app.history(occurrence_id=occurrence.id)))
 

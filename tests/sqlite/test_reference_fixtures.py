@@ -187,10 +187,12 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
             job = store.get_job(expected["id"])
             assert job is not None, expected["id"]
             assert _view(job, JOB_FIELDS) == _expected(expected, JOB_FIELDS)
-            stored = dict(raw.execute(
-                "SELECT trigger_json, payload_json, authority_json FROM jobs WHERE job_id = ?",
-                (expected["id"],),
-            ).fetchone())
+            stored = dict(
+                raw.execute(
+                    "SELECT trigger_json, payload_json, authority_json FROM jobs WHERE job_id = ?",
+                    (expected["id"],),
+                ).fetchone()
+            )
             assert stored == {
                 "trigger_json": expected["stored"]["triggerJson"],
                 "payload_json": expected["stored"]["payloadJson"],

@@ -91,7 +91,12 @@ def test_constants_match_the_reference():
     assert MAX_SAFE_INTEGER == 2**53 - 1
     # The reference's five statuses, plus jobledger's operator cancellation (terminal, schema v3).
     assert OCCURRENCE_STATUSES == (
-        "queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"
+        "queued",
+        "running",
+        "retry_wait",
+        "succeeded",
+        "dead_letter",
+        "cancelled",
     )
     assert TERMINAL_STATUSES == {"succeeded", "dead_letter", "cancelled"}
 

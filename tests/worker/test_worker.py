@@ -277,8 +277,6 @@ class StoreProxy:
         return getattr(self._store, name)
 
 
-
-
 def test_an_idle_worker_stops_at_once_whatever_its_poll_interval(store, clock, make_runtime):
     runtime = make_runtime({"echo": lambda ctx: None})
     worker = jobledger.Worker(runtime, poll_interval=timedelta(hours=1), planner=False)

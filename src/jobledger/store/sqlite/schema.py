@@ -222,6 +222,9 @@ def schema_fingerprint(conn: sqlite3.Connection) -> str:
         )
         .fetchall()
     )
+    if any(not isinstance(value, str | None) for row in rows for value in row):
+        # Only a damaged catalog holds anything but text here (a flipped type bit).
+        raise SchemaCorrupt("Scheduler database could not be opened or verified")
     catalog = [
         {
             "type": row[0],

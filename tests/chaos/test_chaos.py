@@ -1,0 +1,42 @@
+"""The kill harness in its CI size: one seeded short run per store (``tests/chaos/harness.py``).
+
+The long run is one command (``python -m tests.chaos.run --long``, or ``JOBLEDGER_CHAOS=long``
+here); ``JOBLEDGER_CHAOS_SEED`` picks another seed. Every run prints its report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from .harness import ChaosConfig, run_chaos
+from .pgcluster import ClusterUnavailable, find_pg_bin
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.xdist_group("acceptance")]
+
+PRESET = os.environ.get("JOBLEDGER_CHAOS", "short")
+SEED = int(os.environ.get("JOBLEDGER_CHAOS_SEED", "20261130"))
+
+
+@pytest.mark.timeout(900 if PRESET == "long" else 240)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_sigkills_lose_nothing_and_settle_each_occurrence_once(store, tmp_path):
+    if store == "postgres" and find_pg_bin() is None:
+        pytest.skip("no PostgreSQL server binaries for a private cluster")
+    config = ChaosConfig.preset(PRESET, store, SEED)
+    try:
+        report = run_chaos(config, tmp_path / "chaos")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    shown = {k: v for k, v in report.items() if k not in ("config", "worker_summaries")}
+    print(json.dumps({"store": store, **shown}, indent=2))
+    assert report["problems"] == []
+    assert report["kills"] == config.rounds
+    assert report["held_at_kill"] > 0, "no kill landed while a worker held a lease"
+    assert report["held_not_rerun"] == 0 or report["by_kind_status"].get("doomed:dead_letter")
+    if store == "postgres":
+        assert len(report["server_restarts"]) == len(config.restart_rounds)
+    # Recovery comes from seeing the killed worker gone, not from waiting out its lease.
+    assert report["kill_to_lease_ended"]["max_s"] < config.lease_s

@@ -1,0 +1,106 @@
+"""Uncoded exceptions the fuzz found in ``src/``, each pinned by a test of its own.
+
+Every one found so far is fixed and stays here as a regression test. A new one gets a strict
+``xfail`` whose ``reason`` names the file, the function and the exception, and an entry in
+``support.KNOWN`` so the fuzz counts it and keeps looking for others; when its fix lands the
+test XPASSes, which fails the suite: remove the mark and the entry together.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.heartbeat import ManualHeartbeat
+from jobledger.testing import FakeClock
+
+AUTHORITY = {"principal": {"type": "user", "id": "fuzz"}}
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with jobledger.open_store(tmp_path / "db" / "s.sqlite3", clock=FakeClock()) as opened:
+        yield opened
+
+
+def test_prune_with_statuses_none_is_invalid_argument(store):
+    with pytest.raises(jobledger.InvalidArgument):
+        store.prune(before=0, actor="fuzz", statuses=None)
+
+
+def test_enqueue_many_with_keys_not_a_sequence_is_invalid_argument(tmp_path):
+    with jobledger.App(tmp_path / "db" / "a.sqlite3", authorize=jobledger.allow_all) as app:
+        app.ensure_job("job", "work")
+        with pytest.raises(jobledger.InvalidArgument):
+            app.enqueue_many("job", [{}], keys=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("handlers", [jobledger.UNSET, ["abc"]], ids=["unset", "list-of-str"])
+def test_runtime_with_handlers_not_a_mapping_is_invalid_argument(store, handlers):
+    with pytest.raises(jobledger.SchedulerError):
+        jobledger.Runtime(
+            store, authorize=jobledger.allow_all, handlers=handlers, heartbeat=ManualHeartbeat()
+        )
+
+
+def test_invalid_utf8_in_the_catalog_is_refused_coded(tmp_path):
+    path = tmp_path / "db" / "s.sqlite3"
+    with jobledger.open_store(path, clock=FakeClock()):
+        pass
+    damaged = tmp_path / "damaged" / "s.sqlite3"
+    damaged.parent.mkdir(mode=0o700)
+    shutil.copyfile(path, damaged)
+    data = bytearray(damaged.read_bytes())
+    # A catalog record is (type, name, tbl_name, rootpage, sql): damage the first letter of a
+    # table's *name* with a UTF-8 lead byte followed by ASCII (invalid UTF-8).
+    offset = data.index(b"tablejobsjobs") + len(b"table")
+    data[offset] = 0xE5
+    damaged.write_bytes(bytes(data))
+    before = damaged.read_bytes()
+    with pytest.raises(jobledger.SchemaCorrupt):
+        jobledger.open_store(damaged, clock=FakeClock())
+    assert damaged.read_bytes() == before
+
+
+@pytest.mark.parametrize("zone", ["America", "x" * 300], ids=["zone-directory", "too-long"])
+def test_cli_tz_that_is_not_a_zone_is_a_usage_error(tmp_path, zone):
+    import io
+
+    from jobledger.cli import main
+
+    err = io.StringIO()
+    code = main(
+        ["--db", str(tmp_path / "db" / "c.sqlite3"), "--tz", zone, "db", "info"],
+        env={},
+        stdin=io.StringIO(""),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    assert "SCHEDULER_INTERNAL_ERROR" not in err.getvalue()
+    assert code == 2 and "SCHEDULER_INVALID_ARGUMENT" in err.getvalue()
+
+
+def test_a_catalog_value_that_is_not_text_is_refused_coded(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "db" / "s.sqlite3"
+    with jobledger.open_store(path, clock=FakeClock()):
+        pass
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA writable_schema = ON")
+        with conn:
+            conn.execute(
+                "UPDATE sqlite_master SET sql = CAST(sql AS BLOB) "
+                "WHERE name = (SELECT name FROM sqlite_master WHERE type = 'index' "
+                "AND sql IS NOT NULL ORDER BY name LIMIT 1)"
+            )
+    finally:
+        conn.close()
+    before = path.read_bytes()
+    with pytest.raises(jobledger.SchemaCorrupt):
+        jobledger.open_store(path, clock=FakeClock())
+    assert path.read_bytes() == before

@@ -1,0 +1,27 @@
+"""Both stores for the security tests: a SQLite file, or a fresh PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.testing import FakeClock
+from tests.store.pg_support import postgres_database_url, postgres_template
+
+__all__ = ["postgres_database_url", "postgres_template"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "db" / "security.sqlite3")
+    return str(request.getfixturevalue("postgres_database_url"))
+
+
+@pytest.fixture
+def store(target: str) -> Iterator[jobledger.Store]:
+    with jobledger.open_store(target, clock=FakeClock(1_700_000_000_000)) as opened:
+        yield opened

@@ -1,0 +1,159 @@
+"""File modes and symlinks around a SQLite store.
+
+Every file jobledger makes next to a database is private whatever the umask: the directory
+0700, the database and its sidecars (``-wal``, ``-shm``, ``-writelock``) 0600, the upgrade
+backup 0600, the liveness directory ``-owners/`` 0700 and each lock file in it 0600. A symlink
+where the database, a directory on its path or a sidecar should be is refused before SQLite
+opens anything (``SCHEDULER_UNSAFE_PATH``), and files made later are opened with
+``O_NOFOLLOW``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.testing import FakeClock
+
+FIXTURES = Path("/work/shared/fixtures/reference-v1")
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_every_file_beside_the_database_is_private(tmp_path: Path, open_umask: None) -> None:
+    db = tmp_path / "data" / "jobs.sqlite3"
+    with jobledger.open_store(db, clock=FakeClock()) as store:
+        store.create_job(id="j", kind="k", authority={"principal": {"type": "u", "id": "x"}})
+        lock = store.hold_owner_lock("worker-1")
+        try:
+            owners = Path(f"{db}-owners")
+            assert mode(owners) == 0o700
+            assert [mode(p) for p in owners.iterdir()] == [0o600]
+            assert mode(db.parent) == 0o700
+            for suffix in ("", "-wal", "-shm", "-writelock"):
+                path = Path(f"{db}{suffix}")
+                assert path.exists(), suffix
+                assert mode(path) == 0o600, (suffix, oct(mode(path)))
+        finally:
+            lock.close()
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="reference fixtures not available")
+def test_the_upgrade_backup_is_private(tmp_path: Path, open_umask: None) -> None:
+    db = tmp_path / "data" / "lifecycle.sqlite"
+    db.parent.mkdir(mode=0o700)
+    shutil.copyfile(FIXTURES / "lifecycle.sqlite", db)
+    os.chmod(db, 0o644)
+    with jobledger.open_store(db, clock=FakeClock(1_767_229_920_000)) as store:
+        backup = store.backup_path  # type: ignore[attr-defined]
+    assert backup is not None and backup.exists()
+    assert mode(backup) == 0o600
+    assert mode(db) == 0o600  # repaired on open
+
+
+@pytest.mark.parametrize("sidecar", ["-wal", "-shm", "-journal", "-writelock"])
+def test_a_symlinked_sidecar_is_refused(tmp_path: Path, sidecar: str) -> None:
+    db = tmp_path / "data" / "jobs.sqlite3"
+    with jobledger.open_store(db, clock=FakeClock()):
+        pass
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"")
+    Path(f"{db}{sidecar}").unlink(missing_ok=True)
+    Path(f"{db}{sidecar}").symlink_to(elsewhere)
+    with pytest.raises(jobledger.UnsafePath):
+        jobledger.open_store(db, clock=FakeClock())
+    assert elsewhere.read_bytes() == b""
+
+
+def test_a_symlinked_directory_on_the_path_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    with pytest.raises(jobledger.UnsafePath):
+        jobledger.open_store(tmp_path / "link" / "sub" / "jobs.sqlite3", clock=FakeClock())
+    assert list(real.iterdir()) == []
+
+
+def test_a_writelock_planted_as_a_symlink_after_open_is_not_followed(tmp_path: Path) -> None:
+    """The write gate is made on the first write, after the open's checks: a symlink planted in
+    between must not be followed (``O_NOFOLLOW``); the write fails coded instead."""
+    db = tmp_path / "data" / "jobs.sqlite3"
+    target = tmp_path / "victim"
+    target.write_bytes(b"precious")
+    store = jobledger.open_store(db, clock=FakeClock())
+    try:
+        Path(f"{db}-writelock").unlink(missing_ok=True)
+        Path(f"{db}-writelock").symlink_to(target)
+        try:
+            store.create_job(id="j", kind="k", authority={"principal": {"type": "u", "id": "x"}})
+        except jobledger.SchedulerError:
+            pass
+    finally:
+        store.close()
+    assert target.read_bytes() == b"precious"
+    assert mode(target) != 0o000
+
+
+def test_an_owner_lock_planted_as_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "jobs.sqlite3"
+    with jobledger.open_store(db, clock=FakeClock()) as store:
+        lock = store.hold_owner_lock("w-1")
+        path = lock.path  # type: ignore[attr-defined]
+        lock.close()
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"precious")
+        path.unlink(missing_ok=True)
+        path.symlink_to(victim)
+        with pytest.raises(jobledger.SchedulerError):
+            store.hold_owner_lock("w-1")
+        assert store.owner_gone("w-1") is False  # unsure: not "gone"
+    assert victim.exists() and victim.read_bytes() == b"precious"
+
+
+def test_owner_gone_on_a_symlink_is_coded(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "jobs.sqlite3"
+    with jobledger.open_store(db, clock=FakeClock()) as store:
+        lock = store.hold_owner_lock("w-1")
+        path = lock.path  # type: ignore[attr-defined]
+        lock.close()
+        path.unlink(missing_ok=True)
+        path.symlink_to(tmp_path / "victim")
+        try:
+            answer = store.owner_gone("w-1")
+        except jobledger.SchedulerError:
+            return
+        assert answer is False
+
+
+def test_a_symlinked_owners_directory_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "jobs.sqlite3"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with jobledger.open_store(db, clock=FakeClock()) as store:
+        Path(f"{db}-owners").symlink_to(elsewhere, target_is_directory=True)
+        try:
+            lock = store.hold_owner_lock("w-1")
+        except jobledger.SchedulerError:
+            lock = None
+        if lock is not None:
+            lock_dir = lock.path.parent  # type: ignore[attr-defined]
+            lock.close()
+        assert list(elsewhere.iterdir()) == [], "a lock file was made in the symlink's target"
+        assert lock is None, f"took a lock through the symlink ({lock_dir})"
