@@ -431,14 +431,18 @@ class Worker:
 
     def _housekeeping(self, stop: threading.Event) -> None:
         """Every ``reap_interval``: end the leases of dead workers. Every
-        ``heartbeat_interval``: record this worker alive (and keep its liveness lock). Every
-        ``prune_interval`` with ``retention``: prune settled history."""
+        ``heartbeat_interval``: record this worker alive. At the liveness lock's own
+        ``refresh_interval`` (PostgreSQL): check its session, taking the lock back at once if
+        the session ended. Every ``prune_interval`` with ``retention``: prune settled history."""
         options = self.options
         seconds = {
             "reap": ms_from_timedelta(options.reap_interval, "reap_interval") / 1000,
             "beat": ms_from_timedelta(options.heartbeat_interval, "heartbeat_interval") / 1000,
             "prune": ms_from_timedelta(options.prune_interval, "prune_interval") / 1000,
         }
+        lock = self._owner_lock
+        if lock is not None and lock.refresh_interval is not None:
+            seconds["liveness"] = ms_from_timedelta(lock.refresh_interval, "refresh") / 1000
         due = dict.fromkeys(seconds, time.monotonic())
         if options.retention is None:
             del due["prune"]
@@ -468,6 +472,8 @@ class Worker:
 
     def _beat(self) -> None:
         self.runtime.store.touch_worker(self.runtime.owner_id)
+
+    def _liveness(self) -> None:
         lock = self._owner_lock
         if lock is not None:
             lock.refresh()

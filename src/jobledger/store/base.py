@@ -23,6 +23,7 @@ Shared rules for every operation:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..errors import LeaseLost
@@ -59,9 +60,14 @@ Outcome = Literal["succeeded", "failed"]
 class OwnerLockHandle(Protocol):
     """A lock held for as long as its owner lives (see :meth:`Store.hold_owner_lock`).
 
-    ``kind`` names the mechanism (``"flock"``, ``"advisory"``, or ``"none"``)."""
+    ``kind`` names the mechanism (``"flock"``, ``"advisory"``, or ``"none"``);
+    ``refresh_interval`` how often its owner must call :meth:`refresh` (``None``: never — an
+    ``flock`` cannot be lost while its process lives)."""
 
     kind: str
+
+    @property
+    def refresh_interval(self) -> timedelta | None: ...
 
     @property
     def held(self) -> bool: ...
@@ -78,6 +84,7 @@ class NoOwnerLock:
 
     kind = "none"
     held = True
+    refresh_interval = None
 
     def refresh(self) -> None:
         pass
@@ -396,7 +403,12 @@ class Store(Protocol):
 
     def owner_gone(self, owner_id: str) -> bool:
         """True only when ``owner_id`` held its owner lock and nobody holds it now — its process
-        (or database session) is certainly gone. False when unsure (it never took one)."""
+        (or database session) is certainly gone. False when unsure (it never took one).
+
+        On PostgreSQL a session can end while its process lives (a terminated backend, a server
+        restart or failover); its worker takes the lock again within ``LIVENESS_REFRESH``. So
+        the lock must be seen free at two calls ``LIVENESS_CONFIRM`` apart (store clock) before
+        the owner counts as gone: a live worker is never reaped for a restart."""
         ...
 
     def expire_leases_of(self, owner_id: str, *, reason: str) -> list[Occurrence]:

@@ -26,6 +26,7 @@ import psycopg
 from ... import contract
 from ...clock import Clock
 from ...contract import normalize_identifier
+from ...durations import ms_from_timedelta
 from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import inputs
@@ -44,7 +45,7 @@ from .connection import (
     validate_schema_name,
 )
 from .listener import NotificationListener
-from .liveness import AdvisoryOwnerLock, liveness_key, owner_gone
+from .liveness import LIVENESS_CONFIRM, AdvisoryOwnerLock, liveness_key, lock_free
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -171,6 +172,10 @@ class PostgresStore(LedgerStore):
         self._connect_timeout = connect_timeout
         self._clock_lock = threading.Lock()
         self._clock_base: tuple[int, float] | None = None  # (database ms, local monotonic s)
+        # owner id -> store instant its liveness lock was first seen free (owner_gone)
+        self._liveness_lock = threading.Lock()
+        self._free_since: dict[str, int] = {}
+        self._liveness_confirm_ms = ms_from_timedelta(LIVENESS_CONFIRM, "LIVENESS_CONFIRM")
         self._one_statement_enqueue = FAST_PATHS["enqueue_in_one_statement"].replace(
             "{schema}", schema
         )
@@ -330,20 +335,24 @@ class PostgresStore(LedgerStore):
         owner = normalize_identifier(owner_id, "ownerId")
         self._assert_open()
         key = liveness_key(self.schema, owner)
-
-        def check(conn: PgConnection, _now: int) -> tuple[bool, bool]:
-            row = conn.execute(
-                "SELECT info_json FROM jobledger_workers WHERE worker_id = %(owner)s",
-                {"owner": owner},
-            ).fetchone()
-            if row is None:
-                return False, False
-            info = contract.parse_stored_json(row["info_json"])
-            if not isinstance(info, dict) or info.get("liveness") != "advisory":
-                return False, False
-            return owner_gone(conn, key), False
-
-        return self._pool.transaction(check, read_only=True)
+        free, now = self._pool.transaction(
+            lambda conn, db_now: (
+                (lock_free(conn, owner, key), db_now if self._clock is None else self._clock()),
+                False,
+            ),
+            read_only=True,
+        )
+        # Free once is not gone yet: a live worker whose session ended takes its lock back
+        # within LIVENESS_REFRESH (see liveness.py). Gone = free at two checks CONFIRM apart.
+        with self._liveness_lock:
+            if not free:
+                self._free_since.pop(owner, None)
+                return False
+            first = self._free_since.setdefault(owner, now)
+            if now - first < self._liveness_confirm_ms:
+                return False
+            del self._free_since[owner]
+            return True
 
     def verify(self) -> VerifyReport:
         """The schema catalog and every stored authority (PostgreSQL enforces the rest)."""

@@ -59,6 +59,7 @@ class OwnerLock:
     """The lock a live owner holds (see the module docstring); :meth:`close` gives it up."""
 
     kind = "flock"
+    refresh_interval = None  # the kernel holds it for exactly the process's life
 
     def __init__(self, database: Path, owner_id: str) -> None:
         self._name = _lock_name(owner_id)

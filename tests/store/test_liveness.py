@@ -1,0 +1,131 @@
+"""Owner liveness: a worker's lock lives exactly as long as it does, and only a dead owner's
+leases are ended early.
+
+A real death needs a real process: ``_hold_in_child`` takes the lock in a child process that
+registers the worker the way ``Worker`` does, then is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+
+import pytest
+
+import jobledger
+from jobledger.store.postgres.liveness import LIVENESS_CONFIRM, LIVENESS_REFRESH
+from jobledger.testing import FakeClock
+
+CONFIRM_MS = LIVENESS_CONFIRM // timedelta(milliseconds=1)
+
+_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    import jobledger
+    store = jobledger.open_store(sys.argv[1])
+    lock = store.hold_owner_lock(sys.argv[2])
+    store.register_worker(
+        worker_id=sys.argv[2], hostname="h", pid=os.getpid(), info={"liveness": lock.kind}
+    )
+    print("holding", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _target(store: jobledger.Store, request: pytest.FixtureRequest, backend: str) -> str:
+    if backend == "sqlite":
+        return store.target
+    return str(request.getfixturevalue("postgres_database_url"))
+
+
+def _hold_in_child(target: str, owner: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, target, owner],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "holding"
+    return child
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(30)
+
+
+def test_an_owner_that_never_took_a_lock_is_not_known_to_be_gone(store, clock: FakeClock):
+    assert store.owner_gone("nobody") is False
+    clock.advance(timedelta(minutes=5))
+    assert store.owner_gone("nobody") is False
+
+
+def test_a_live_owner_is_never_gone(store, store_factory, clock: FakeClock):
+    lock = store.hold_owner_lock("alive")
+    store.register_worker(worker_id="alive", hostname="h", pid=1, info={"liveness": lock.kind})
+    other = store_factory()
+    for _ in range(3):
+        assert other.owner_gone("alive") is False
+        clock.advance(timedelta(seconds=5))
+    lock.close()
+
+
+def test_a_second_holder_of_the_same_owner_lock_is_refused(store, store_factory):
+    lock = store.hold_owner_lock("only-one")
+    with pytest.raises(jobledger.StorageUnavailable):
+        store_factory().hold_owner_lock("only-one")
+    lock.close()
+
+
+def test_a_killed_owner_is_gone(store, store_factory, backend, request, clock: FakeClock):
+    child = _hold_in_child(_target(store, request, backend), "victim")
+    other = store_factory()
+    assert other.owner_gone("victim") is False
+    _kill(child)
+    if backend == "postgres":
+        # The server ends the session at once; the lock must stay free for CONFIRM first.
+        assert other.owner_gone("victim") is False
+        clock.advance(timedelta(milliseconds=CONFIRM_MS - 1))
+        assert other.owner_gone("victim") is False
+        clock.advance(timedelta(milliseconds=1))
+    assert other.owner_gone("victim") is True
+
+
+@pytest.mark.postgres
+def test_a_live_worker_whose_session_ended_is_not_reaped(
+    postgres_database_url: str, clock: FakeClock
+):
+    """A terminated backend (or a server restart) frees the lock while the worker lives: it
+    takes the lock back within LIVENESS_REFRESH, well inside the confirmation window."""
+    assert LIVENESS_REFRESH * 2 < LIVENESS_CONFIRM
+    with (
+        jobledger.open_store(postgres_database_url, clock=clock) as worker_store,
+        jobledger.open_store(postgres_database_url, clock=clock) as reaper,
+    ):
+        lock = worker_store.hold_owner_lock("w")
+        worker_store.register_worker(
+            worker_id="w", hostname="h", pid=1, info={"liveness": lock.kind}
+        )
+        pid = lock._conn.info.backend_pid  # type: ignore[attr-defined]
+        with reaper._pool._pool.connection() as admin:  # type: ignore[attr-defined]
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        assert reaper.owner_gone("w") is False  # free, seen once
+        lock.refresh()  # the worker's next liveness check: a new session, the lock again
+        assert lock.held
+        clock.advance(LIVENESS_CONFIRM * 2)
+        assert reaper.owner_gone("w") is False
+        lock.close()
+
+
+@pytest.mark.postgres
+def test_an_owner_registered_without_a_lock_is_never_gone(postgres_database_url, clock):
+    with jobledger.open_store(postgres_database_url, clock=clock) as store:
+        store.register_worker(worker_id="old", hostname="h", pid=1, info={"liveness": "none"})
+        assert store.owner_gone("old") is False
+        clock.advance(LIVENESS_CONFIRM * 2)
+        assert store.owner_gone("old") is False
