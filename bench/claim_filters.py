@@ -1,0 +1,154 @@
+"""Claim cost under filters, behind a backlog the claim must not see, on SQLite and PostgreSQL.
+
+For each scenario and each backlog size, a fresh store gets ``size`` due occurrences that the
+claim must skip, all due *before* the ``--cycles`` occurrences it should take, then times
+``claim_next`` + ``settle`` cycles of the wanted ones:
+
+* ``kind`` — the backlog belongs to a job of another kind; the claim asks for ``kinds={"mail"}``;
+* ``disabled`` — the backlog belongs to a disabled job of the same kind;
+* ``workspace`` — the backlog is in another workspace; the claim passes ``workspace_id``.
+
+A claim that walked the backlog would grow ~100× from 1k to 100k; a flat one does not move.
+
+    python bench/claim_filters.py                                   # SQLite, 1k and 100k
+    python bench/claim_filters.py --postgres postgresql://postgres@127.0.0.1:5432/test
+    python bench/claim_filters.py --sizes 1000,30000 --cycles 200 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jobledger
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from claim_scaling import machine
+
+BATCH = 10_000
+LEASE_MS = 60_000
+SCENARIOS = ("kind", "disabled", "workspace")
+
+
+def authority(workspace: str | None) -> dict[str, Any]:
+    found: dict[str, Any] = {"principal": {"type": "user", "id": "bench"}}
+    if workspace is not None:
+        found["workspaceId"] = workspace
+    return found
+
+
+def enqueue(store: Any, job_id: str, count: int, first_due: int) -> None:
+    for start in range(0, count, BATCH):
+        store.enqueue_batch(
+            [
+                jobledger.EnqueueRequest(
+                    job_id=job_id, scheduled_for=first_due + index, trigger_key=f"t{index}"
+                )
+                for index in range(start, min(count, start + BATCH))
+            ]
+        )
+
+
+def prepare(store: Any, scenario: str, size: int, cycles: int) -> dict[str, Any]:
+    """Fill the store; return the claim's filter arguments."""
+    now = store.now()
+    backlog_due, wanted_due = now - 10 * (size + cycles), now - 5 * cycles
+    if scenario == "kind":
+        store.create_job(id="noise", kind="report", authority=authority(None))
+        store.create_job(id="wanted", kind="mail", authority=authority(None))
+        enqueue(store, "noise", size, backlog_due)
+        enqueue(store, "wanted", cycles, wanted_due)
+        return {"kinds": {"mail"}}
+    if scenario == "disabled":
+        store.create_job(id="noise", kind="mail", authority=authority(None))
+        store.create_job(id="wanted", kind="mail", authority=authority(None))
+        enqueue(store, "noise", size, backlog_due)
+        enqueue(store, "wanted", cycles, wanted_due)
+        job = store.get_job("noise")
+        store.update_job("noise", expected_revision=job.revision, patch={"enabled": False})
+        return {"kinds": {"mail"}}
+    store.create_job(id="noise", kind="mail", authority=authority("team-a"))
+    store.create_job(id="wanted", kind="mail", authority=authority("team-b"))
+    enqueue(store, "noise", size, backlog_due)
+    enqueue(store, "wanted", cycles, wanted_due)
+    return {"kinds": {"mail"}, "workspace_id": "team-b"}
+
+
+def measure(target: str, options: dict[str, Any], scenario: str, size: int, cycles: int) -> dict:
+    with jobledger.open_store(target, **options) as store:
+        filters = prepare(store, scenario, size, cycles)
+        claim_ms: list[float] = []
+        for _ in range(cycles):
+            t0 = time.perf_counter()
+            claimed = store.claim_next(owner_id="bench", lease_ms=LEASE_MS, **filters)
+            claim_ms.append((time.perf_counter() - t0) * 1000)
+            assert claimed is not None and claimed.job_id == "wanted", claimed
+            store.settle(
+                occurrence_id=claimed.id, owner_id="bench", fence=claimed.fence, outcome="succeeded"
+            )
+        assert store.claim_next(owner_id="bench", lease_ms=LEASE_MS, **filters) is None
+    return {
+        "scenario": scenario,
+        "backlog": size,
+        "cycles": cycles,
+        "claim_mean_ms": statistics.fmean(claim_ms),
+        "claim_median_ms": statistics.median(claim_ms),
+        "claim_p95_ms": statistics.quantiles(claim_ms, n=20)[-1],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,100000", help="backlog sizes to skip")
+    parser.add_argument("--cycles", type=int, default=300, help="claims timed per measurement")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--postgres", default=None, help="also measure on this PostgreSQL URL")
+    parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--dir", type=Path, default=None, help="where the SQLite files go")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    base = Path(tempfile.mkdtemp(prefix="jobledger-filters-", dir=args.dir))
+    rows: list[dict[str, Any]] = []
+    print(f"# {machine()}")
+    print(f"{'store':<9}{'scenario':<10}{'backlog':>8} {'claim ms mean / median / p95':>30}")
+    try:
+        for scenario in scenarios:
+            for size in sizes:
+                stores: list[tuple[str, str, dict[str, Any]]] = []
+                if not args.skip_sqlite:
+                    path = base / f"{scenario}-{size}" / "filters.sqlite3"
+                    stores.append(("sqlite", str(path), {}))
+                if args.postgres:
+                    schema = f"jl_filters_{scenario}_{size}"
+                    stores.append(("postgres", args.postgres, {"schema": schema}))
+                for name, target, options in stores:
+                    row = {"store": name, **measure(target, options, scenario, size, args.cycles)}
+                    rows.append(row)
+                    print(
+                        f"{name:<9}{scenario:<10}{size:>8} {row['claim_mean_ms']:>12.3f} / "
+                        f"{row['claim_median_ms']:.3f} / {row['claim_p95_ms']:.3f}",
+                        flush=True,
+                    )
+                    if name == "postgres":
+                        import psycopg
+
+                        with psycopg.connect(target, autocommit=True) as conn:
+                            conn.execute(f'DROP SCHEMA IF EXISTS "{options["schema"]}" CASCADE')
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
