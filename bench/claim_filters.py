@@ -89,7 +89,8 @@ def measure(target: str, options: dict[str, Any], scenario: str, size: int, cycl
             t0 = time.perf_counter()
             claimed = store.claim_next(owner_id="bench", lease_ms=LEASE_MS, **filters)
             claim_ms.append((time.perf_counter() - t0) * 1000)
-            assert claimed is not None and claimed.job_id == "wanted", claimed
+            assert claimed is not None, "the wanted occurrences ran out"
+            assert claimed.job_id == "wanted", claimed
             store.settle(
                 occurrence_id=claimed.id, owner_id="bench", fence=claimed.fence, outcome="succeeded"
             )
