@@ -307,12 +307,6 @@ class Worker:
 
     def _slot(self, stop: threading.Event, feed: ClaimAhead, settler: Settler) -> None:
         runtime = self.runtime
-
-        def commit(
-            settlement: Settlement, finish: Callable[[Occurrence | BaseException], None]
-        ) -> None:
-            settler.submit(settlement, finish)
-
         try:
             while True:
                 claimed = feed.take(stop)
@@ -320,7 +314,16 @@ class Worker:
                     return
                 # The claim stays counted against the worker's capacity until its result is
                 # committed (its lease is held until then), not merely until its handler ends.
-                release = _Once(_Release(feed))
+                timing = _Release(feed)
+                release = _Once(timing)
+
+                def commit(
+                    settlement: Settlement,
+                    finish: Callable[[Occurrence | BaseException], None],
+                    timing: _Release = timing,
+                ) -> None:
+                    timing.handler_done()
+                    settler.submit(settlement, finish)
 
                 def report(result: RunResult, release: _Once = release) -> None:
                     try:
@@ -572,14 +575,25 @@ class Worker:
 
 
 class _Release:
-    """Tells the feeder a claim left the worker's hands, and how long it held a slot."""
+    """Tells the feeder a claim left the worker's hands, and how long its attempt worked.
+
+    The duration the adaptive prefetch learns from ends when the attempt hands its settlement
+    to the settler, not when that settlement commits: waiting for a shared commit is not work
+    that a buffered claim would queue behind, and counting it would shrink the batches exactly
+    when commits are the bottleneck.
+    """
 
     def __init__(self, feed: ClaimAhead) -> None:
         self._feed = feed
         self._started = time.monotonic()
+        self._finished: float | None = None
+
+    def handler_done(self) -> None:
+        self._finished = time.monotonic()
 
     def __call__(self) -> None:
-        self._feed.done(time.monotonic() - self._started)
+        finished = time.monotonic() if self._finished is None else self._finished
+        self._feed.done(finished - self._started)
 
 
 class _Once:

@@ -566,3 +566,58 @@ def test_run_claimed_runs_a_batch_claim_to_completion(store, clock, make_runtime
     result = runtime.run_claimed(claimed)
     assert (result.status, result.result) == ("succeeded", "done")
     assert runtime.claim_batch(5) == []
+
+
+def _adaptive_feed(*, capacity: int, slots: int, window_s: float) -> ClaimAhead:
+    """A feeder that is never started: only its sizing is under test."""
+    return ClaimAhead(
+        lambda limit: [],
+        capacity=capacity,
+        slots=slots,
+        window_s=window_s,
+        track=lambda entry: None,
+        untrack=lambda entry: None,
+        wait_for_work=lambda seen, stop: None,
+        generation=lambda: 0,
+        on_error=lambda exc: None,
+    )
+
+
+def test_the_adaptive_prefetch_holds_about_one_window_of_work():
+    feed = _adaptive_feed(capacity=1 + 256, slots=1, window_s=0.2)
+    assert feed.target == 257  # nothing observed yet: the ceiling
+    feed._busy = 1
+    feed.done(0.010)  # 10 ms handlers: 20 of them cover the 200 ms window
+    assert feed.target == 1 + 20
+    for _ in range(50):
+        feed._busy = 1
+        feed.done(0.000_1)  # the handlers got fast: back up to the ceiling
+    assert feed.target == 257
+    for _ in range(50):
+        feed._busy = 1
+        feed.done(5.0)  # slow work is never hoarded: one ahead of the slot at most
+    assert feed.target == 2
+
+
+def test_the_worker_teaches_the_prefetch_handler_time_not_commit_waits(monkeypatch):
+    from jobledger import worker as worker_module
+
+    now = [100.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    learned: list[float | None] = []
+
+    class Recorder:
+        def done(self, duration_s: float | None = None) -> None:
+            learned.append(duration_s)
+
+    release = worker_module._Release(Recorder())  # type: ignore[arg-type]
+    now[0] += 0.002  # the handler ran 2 ms, then handed its settlement over
+    release.handler_done()
+    now[0] += 0.050  # the shared commit took 50 ms more
+    release()
+    assert learned == [pytest.approx(0.002)]
+
+    unsettled = worker_module._Release(Recorder())  # type: ignore[arg-type]
+    now[0] += 0.003  # an attempt that ended without a settlement (lease lost, released)
+    unsettled()
+    assert learned[-1] == pytest.approx(0.003)

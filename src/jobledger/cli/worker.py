@@ -50,7 +50,8 @@ logger = logging.getLogger("jobledger.cli")
 
 _HELP: Final = {
     "concurrency": "occurrences run at the same time, 1..1000",
-    "prefetch": "occurrences claimed ahead of free slots (default: max(16, 4 × concurrency))",
+    "prefetch": "most occurrences claimed ahead of free slots (default: adaptive, up to "
+    "max(256, 4 × concurrency))",
     "kinds": "job kinds to claim: comma-separated or repeated (default: every kind the app "
     "handles)",
     "workspace_id": "only claim jobs whose authority names this workspace",
