@@ -9,10 +9,14 @@ claim must skip, all due *before* the ``--cycles`` occurrences it should take, t
 * ``workspace`` — the backlog is in another workspace; the claim passes ``workspace_id``.
 
 A claim that walked the backlog would grow ~100× from 1k to 100k; a flat one does not move.
+``--analyze`` runs ``ANALYZE`` after filling (what autovacuum does on PostgreSQL by default):
+without planner statistics PostgreSQL may choose the kind lane for a workspace claim and filter
+the other workspace's rows one by one (``docs/benchmarks.md``).
 
     python bench/claim_filters.py                                   # SQLite, 1k and 100k
     python bench/claim_filters.py --postgres postgresql://postgres@127.0.0.1:5432/test
     python bench/claim_filters.py --sizes 1000,30000 --cycles 200 --json out.json
+    python bench/claim_filters.py --postgres postgresql://postgres@127.0.0.1:5432/test --analyze
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -81,9 +86,26 @@ def prepare(store: Any, scenario: str, size: int, cycles: int) -> dict[str, Any]
     return {"kinds": {"mail"}, "workspace_id": "team-b"}
 
 
-def measure(target: str, options: dict[str, Any], scenario: str, size: int, cycles: int) -> dict:
+def analyze(target: str, options: dict[str, Any]) -> None:
+    """Write planner statistics for the filled store, as autovacuum would."""
+    if "schema" in options:
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(f'ANALYZE "{options["schema"]}".occurrences')
+    else:
+        with sqlite3.connect(target) as conn:
+            conn.execute("ANALYZE")
+        conn.close()
+
+
+def measure(
+    target: str, options: dict[str, Any], scenario: str, size: int, cycles: int, *, stats: bool
+) -> dict:
     with jobledger.open_store(target, **options) as store:
         filters = prepare(store, scenario, size, cycles)
+        if stats:
+            analyze(target, options)
         claim_ms: list[float] = []
         for _ in range(cycles):
             t0 = time.perf_counter()
@@ -98,6 +120,7 @@ def measure(target: str, options: dict[str, Any], scenario: str, size: int, cycl
     return {
         "scenario": scenario,
         "backlog": size,
+        "analyzed": stats,
         "cycles": cycles,
         "claim_mean_ms": statistics.fmean(claim_ms),
         "claim_median_ms": statistics.median(claim_ms),
@@ -114,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--dir", type=Path, default=None, help="where the SQLite files go")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument(
+        "--analyze", action="store_true", help="write planner statistics after filling"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scenarios = [s for s in args.scenarios.split(",") if s]
     base = Path(tempfile.mkdtemp(prefix="jobledger-filters-", dir=args.dir))
     rows: list[dict[str, Any]] = []
-    print(f"# {machine()}")
+    statistics_note = "ANALYZE after filling" if args.analyze else "none"
+    print(f"# {machine()}; planner statistics: {statistics_note}")
     print(f"{'store':<9}{'scenario':<10}{'backlog':>8} {'claim ms mean / median / p95':>30}")
     try:
         for scenario in scenarios:
@@ -132,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                     schema = f"jl_filters_{scenario}_{size}"
                     stores.append(("postgres", args.postgres, {"schema": schema}))
                 for name, target, options in stores:
-                    row = {"store": name, **measure(target, options, scenario, size, args.cycles)}
+                    measured = measure(
+                        target, options, scenario, size, args.cycles, stats=args.analyze
+                    )
+                    row = {"store": name, **measured}
                     rows.append(row)
                     print(
                         f"{name:<9}{scenario:<10}{size:>8} {row['claim_mean_ms']:>12.3f} / "
