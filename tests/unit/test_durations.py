@@ -78,11 +78,11 @@ def test_concurrency_beyond_a_claim_batch_is_refused_with_a_clear_code():
     assert "1000" in raised.value.message
 
 
-def test_adaptive_prefetch_ceiling_is_four_per_slot_at_least_sixty_four():
+def test_adaptive_prefetch_ceiling_is_four_per_slot_at_least_256():
     assert WorkerOptions().adaptive_prefetch
-    assert WorkerOptions().effective_prefetch == 64
-    assert WorkerOptions(concurrency=16).effective_prefetch == 64
-    assert WorkerOptions(concurrency=32).effective_prefetch == 128
+    assert WorkerOptions().effective_prefetch == 256
+    assert WorkerOptions(concurrency=64).effective_prefetch == 256
+    assert WorkerOptions(concurrency=100).effective_prefetch == 400
     assert WorkerOptions(prefetch=0).effective_prefetch == 0
     assert not WorkerOptions(prefetch=0).adaptive_prefetch
 

@@ -167,8 +167,11 @@ def serve_app() -> Iterator[Callable[[Any], LiveServer]]:
         server.__exit__(None, None, None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[Any]:
+    # Module scope, not session: while Playwright's sync API is open, its event loop counts as
+    # running in this thread, so any later test of the same xdist worker that calls
+    # asyncio.run() would fail. Closing it after each browser module ends that.
     if BROWSER_MISSING:
         pytest.skip(BROWSER_MISSING)
     from playwright.sync_api import sync_playwright
