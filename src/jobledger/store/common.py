@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import contract
-from ..errors import InvalidArgument, LeaseLost
+from ..errors import InvalidArgument, LeaseLost, StorageUnavailable
 
 __all__ = [
     "LAZY_DEAD_LETTER_BATCH",
@@ -20,6 +20,7 @@ __all__ = [
     "event_params",
     "lease_expiry",
     "lease_lost",
+    "liveness_lock_unavailable",
     "minute_of",
     "settle_event",
 ]
@@ -43,6 +44,17 @@ def lease_expiry(now: int, lease_ms: int) -> int:
 def lease_lost(occurrence_id: str) -> LeaseLost:
     return LeaseLost(
         f"Occurrence lease is absent, expired, or owned by another fence: {occurrence_id}"
+    )
+
+
+def liveness_lock_unavailable(exc: BaseException) -> StorageUnavailable:
+    """A worker could not take its liveness lock (the file or the database session failed)."""
+    return StorageUnavailable.during(
+        "Could not take this owner's liveness lock",
+        phase="open",
+        storage_code=type(exc).__name__,
+        commit_state="not_committed",
+        retryable=True,
     )
 
 

@@ -90,6 +90,28 @@ def _failure(exc: SchedulerError) -> str:
     raise exc
 
 
+def _refused(
+    dash: Dashboard,
+    request: Request,
+    form: dict[str, list[str]],
+    *,
+    subject: str,
+    text: str,
+    exc: SchedulerError,
+    message: str,
+    default: str,
+) -> Response:
+    """An action the store refused: a flash note for people, ``ok: false`` for scripts."""
+    return _done(
+        dash,
+        request,
+        form,
+        notes=[{"level": "error", "text": text}],
+        payload={"ok": False, "id": subject, "code": exc.code, "message": message},
+        default=default,
+    )
+
+
 async def requeue(dash: Dashboard, request: Request) -> Response:
     """Requeue the dead letters named ``id`` (``<occurrence id>:<fence>``, one or many) with
     ``reason``. The fence is the evidence the operator saw: a dead letter that changed since
@@ -159,12 +181,14 @@ async def cancel(dash: Dashboard, request: Request) -> Response:
         )
     except SchedulerError as exc:
         message = _failure(exc)
-        return _done(
+        return _refused(
             dash,
             request,
             form,
-            notes=[{"level": "error", "text": f"Not cancelled: {message}"}],
-            payload={"ok": False, "id": occurrence_id, "code": exc.code, "message": message},
+            subject=occurrence_id,
+            text=f"Not cancelled: {message}",
+            exc=exc,
+            message=message,
             default="/occurrences",
         )
     notes = [{"level": "success", "text": f"Cancelled {cancelled.id} as {identity.actor}."}]
@@ -190,24 +214,21 @@ async def set_enabled(dash: Dashboard, request: Request) -> Response:
             patch={"enabled": wanted},
             actor=identity.actor,
         )
-    except RevisionConflict as exc:
-        message = "the job changed since the page was loaded; check it and try again"
-        return _done(
-            dash,
-            request,
-            form,
-            notes=[{"level": "error", "text": f"{job_id} was not changed: {message}."}],
-            payload={"ok": False, "id": job_id, "code": exc.code, "message": message},
-            default="/jobs",
-        )
     except SchedulerError as exc:
-        message = _failure(exc)
-        return _done(
+        if isinstance(exc, RevisionConflict):
+            message = "the job changed since the page was loaded; check it and try again"
+            text = f"{job_id} was not changed: {message}."
+        else:
+            message = _failure(exc)
+            text = f"{job_id} was not changed: {message}"
+        return _refused(
             dash,
             request,
             form,
-            notes=[{"level": "error", "text": f"{job_id} was not changed: {message}"}],
-            payload={"ok": False, "id": job_id, "code": exc.code, "message": message},
+            subject=job_id,
+            text=text,
+            exc=exc,
+            message=message,
             default="/jobs",
         )
     notes = [{"level": "success", "text": f"{verb} {updated.id} as {identity.actor}."}]

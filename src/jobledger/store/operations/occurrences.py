@@ -92,7 +92,7 @@ class OccurrenceOperations(JobOperations):
             inserted_ids: set[str] = set()
             if bulk:
                 rows_in = [
-                    _insert_params(requests[index], meta, occurrence_id, idempotency_key, now)
+                    insert_params(requests[index], meta, occurrence_id, idempotency_key, now)
                     for index, meta, occurrence_id, idempotency_key in bulk
                 ]
                 inserted_ids = {
@@ -190,7 +190,7 @@ class OccurrenceOperations(JobOperations):
             )
             written = tx.one(
                 "insert_occurrence_from_job",
-                _insert_params(request, meta, occurrence_id, idempotency_key, now),
+                insert_params(request, meta, occurrence_id, idempotency_key, now),
             )
             if written is not None:
                 occurrence = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
@@ -354,13 +354,15 @@ class OccurrenceOperations(JobOperations):
         return [rows.occurrence_from_row(row) for row in found]
 
 
-def _insert_params(
+def insert_params(
     request: inputs.EnqueueInput,
     meta: JobMeta,
     occurrence_id: str,
     idempotency_key: str,
     now: int,
 ) -> dict[str, Any]:
+    """One row of ``insert_occurrences_from_jobs``: a new firing of a job at ``meta``'s revision
+    (``payload_json`` ``None`` snapshots the job's payload)."""
     return {
         "occurrence_id": occurrence_id,
         "job_id": request.job_id,

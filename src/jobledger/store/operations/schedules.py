@@ -30,7 +30,7 @@ from .. import common, inputs, rows
 from ..tx import Row, Tx
 from .admin import AdminOperations
 from .base import JobMeta
-from .occurrences import enqueued_event_data, new_occurrence
+from .occurrences import enqueued_event_data, insert_params, new_occurrence
 
 __all__ = [
     "DEFAULT_DUE_LIMIT",
@@ -452,18 +452,7 @@ class _BatchRecorder:
                 )
                 requests.append((request, meta, occurrence_id, key))
         rows_in = [
-            {
-                "occurrence_id": occurrence_id,
-                "job_id": request.job_id,
-                "job_revision": meta.revision,
-                "idempotency_key": key,
-                "trigger_key": request.trigger_key,
-                "scheduled_for": request.scheduled_for,
-                "available_at": request.available_at,
-                "payload_json": None,
-                "workspace_id": meta.workspace_id,
-                "now": now,
-            }
+            insert_params(request, meta, occurrence_id, key, now)
             for request, meta, occurrence_id, key in requests
         ]
         inserted_ids = (

@@ -29,7 +29,7 @@ from ...contract import normalize_identifier
 from ...durations import ms_from_timedelta
 from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
-from .. import inputs
+from .. import common, inputs
 from ..base import OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
 from ..operations.occurrences import enqueued_event_data, new_occurrence
@@ -323,13 +323,7 @@ class PostgresStore(LedgerStore):
                 connect_timeout=self._connect_timeout,
             )
         except (psycopg.Error, RuntimeError) as exc:
-            raise StorageUnavailable.during(
-                "Could not take this owner's liveness lock",
-                phase="open",
-                storage_code=type(exc).__name__,
-                commit_state="not_committed",
-                retryable=True,
-            ) from None
+            raise common.liveness_lock_unavailable(exc) from None
 
     def owner_gone(self, owner_id: str) -> bool:
         owner = normalize_identifier(owner_id, "ownerId")

@@ -18,11 +18,11 @@ from ...errors import (
     InvalidArgument,
     SchedulerError,
     SchemaCorrupt,
-    StorageUnavailable,
     StoreNotFound,
     UnsafePath,
 )
 from ...models import SchemaInfo, VerifyReport
+from .. import common
 from ..base import NoOwnerLock, OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
 from ..sql import load_store_queries
@@ -228,13 +228,7 @@ class SQLiteStore(LedgerStore):
         except UnsafeOwnersDirectory as exc:
             raise UnsafePath(f"Refusing an unsafe liveness-lock directory: {exc}") from None
         except OSError as exc:
-            raise StorageUnavailable.during(
-                "Could not take this owner's liveness lock",
-                phase="open",
-                storage_code=type(exc).__name__,
-                commit_state="not_committed",
-                retryable=True,
-            ) from None
+            raise common.liveness_lock_unavailable(exc) from None
 
     def owner_gone(self, owner_id: str) -> bool:
         owner = normalize_identifier(owner_id, "ownerId")
