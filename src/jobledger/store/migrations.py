@@ -23,12 +23,14 @@ upgrade, so a damaged file is never migrated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import MigrationRequired, SchemaError, SchemaUnknown
+from ..errors import MigrationRequired, SchedulerError, SchemaError, SchemaUnknown
+from ..models import VerifyCheck
+from .rows import read_stored_authority
 from .sql import migration_checksum
 
 __all__ = [
@@ -36,9 +38,11 @@ __all__ = [
     "LATEST_VERSION",
     "Migration",
     "SchemaDialect",
+    "bad_authorities",
     "ensure_schema",
     "known_version",
     "load_migrations",
+    "schema_and_authority_checks",
 ]
 
 # (version, name): the same rungs on every store.
@@ -222,3 +226,37 @@ def _apply_from(dialect: SchemaDialect, current: int | None) -> int | None:
     for migration in migrations[start:]:
         dialect.apply_migration(migration)
     return migrations[-1].version
+
+
+def bad_authorities(authorities: Iterable[tuple[str, object, object]]) -> list[str]:
+    """The ids whose stored authority is not a valid envelope, of ``(table, id,
+    authority_json)`` rows."""
+    bad: list[str] = []
+    for table, key, authority_json in authorities:
+        try:
+            read_stored_authority(authority_json, f"{table} authority")
+        except SchedulerError:
+            bad.append(str(key))
+    return bad
+
+
+def schema_and_authority_checks(
+    verify_catalog: Callable[[], None], authorities: Iterable[tuple[str, object, object]]
+) -> list[VerifyCheck]:
+    """The checks of ``Store.verify()`` both stores make alike: the catalog is the newest
+    version's (``verify_catalog`` raises a coded error if not), and every stored authority —
+    ``authorities`` yields ``(table, id, authority_json)`` — is a valid envelope."""
+    checks: list[VerifyCheck] = []
+    try:
+        verify_catalog()
+    except SchedulerError as exc:
+        checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
+    else:
+        checks.append(VerifyCheck("schema", True))
+    bad = bad_authorities(authorities)
+    checks.append(
+        VerifyCheck(
+            "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}
+        )
+    )
+    return checks

@@ -359,10 +359,12 @@ def insert_params(
     meta: JobMeta,
     occurrence_id: str,
     idempotency_key: str,
-    now: int,
+    now: int | None,
 ) -> dict[str, Any]:
-    """One row of ``insert_occurrences_from_jobs``: a new firing of a job at ``meta``'s revision
-    (``payload_json`` ``None`` snapshots the job's payload)."""
+    """One row of ``insert_occurrences_from_jobs`` (and the parameters PostgreSQL's one-statement
+    enqueue shares with it): a new firing of a job at ``meta``'s revision. ``payload_json``
+    ``None`` snapshots the job's payload; ``now`` ``None`` lets the statement read the database
+    clock."""
     return {
         "occurrence_id": occurrence_id,
         "job_id": request.job_id,

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown
-from ...models import MigrationRecord, SchemaInfo, VerifyCheck, VerifyReport
+from ...errors import SchemaCorrupt, SchemaUnknown
+from ...models import MigrationRecord, SchemaInfo, VerifyReport
 from .. import migrations as ladder
 from ..migrations import Migration, SchemaOutcome
-from ..rows import read_stored_authority
 from .connection import PgConnection, begin_sql, execute_begin, rollback_quietly
 
 __all__ = [
@@ -369,7 +368,7 @@ class PostgresSchema:
             execute_begin(self._conn, begin_sql(self._schema, read_only=True))
             _verify(self._conn, self._schema, version)
             if full:
-                bad = _bad_authorities(self._conn)
+                bad = ladder.bad_authorities(_stored_authorities(self._conn))
                 if bad:
                     raise SchemaCorrupt(
                         "Scheduler schema holds authorities that are not valid envelopes",
@@ -425,33 +424,17 @@ def ensure_schema(conn: PgConnection, *, schema: str, clock: Any, migrate: bool)
     return ladder.ensure_schema(PostgresSchema(conn, schema=schema, clock=clock), migrate=migrate)
 
 
-def _bad_authorities(conn: PgConnection) -> list[str]:
-    """Ids of jobs and occurrences whose stored authority is not a valid envelope."""
-    bad: list[str] = []
+def _stored_authorities(conn: PgConnection) -> Iterator[tuple[str, object, object]]:
     for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
         for row in conn.execute(f"SELECT {key} AS id, authority_json FROM {table}"):
-            try:
-                read_stored_authority(row["authority_json"], f"{table} authority")
-            except SchedulerError:
-                bad.append(str(row["id"]))
-    return bad
+            yield table, row["id"], row["authority_json"]
 
 
 def verify_database(conn: PgConnection, schema: str) -> VerifyReport:
     """Every check for :meth:`~jobledger.Store.verify`: the newest catalog, and that every
     stored authority is a valid envelope (PostgreSQL itself enforces keys and constraints)."""
-    checks: list[VerifyCheck] = []
-    try:
-        _verify(conn, schema, LATEST_VERSION)
-    except SchedulerError as exc:
-        checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
-    else:
-        checks.append(VerifyCheck("schema", True))
-    bad = _bad_authorities(conn)
-    checks.append(
-        VerifyCheck(
-            "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}
-        )
+    checks = ladder.schema_and_authority_checks(
+        lambda: _verify(conn, schema, LATEST_VERSION), _stored_authorities(conn)
     )
     return VerifyReport(tuple(checks))
 

@@ -32,7 +32,7 @@ from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import common, inputs
 from ..base import OwnerLockHandle
 from ..engine import LedgerStore, Row, Tx, validate_clock_reading
-from ..operations.occurrences import enqueued_event_data, new_occurrence
+from ..operations.occurrences import enqueued_event_data, insert_params, new_occurrence
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
 from . import schema as schema_module
@@ -407,16 +407,13 @@ class PostgresStore(LedgerStore):
                 found = self._pool.statement(
                     self._one_statement_enqueue,
                     {
-                        "now": None if self._clock is None else self._clock(),
-                        "occurrence_id": occurrence_id,
-                        "idempotency_key": idempotency_key,
-                        "trigger_key": request.trigger_key,
-                        "scheduled_for": request.scheduled_for,
-                        "available_at": request.available_at,
-                        "payload_json": request.payload_json,
-                        "workspace_id": meta.workspace_id,
-                        "job_id": request.job_id,
-                        "job_revision": meta.revision,
+                        **insert_params(
+                            request,
+                            meta,
+                            occurrence_id,
+                            idempotency_key,
+                            None if self._clock is None else self._clock(),
+                        ),
                         "data_json": enqueued_event_data(request, meta),
                         "channel": self.channel,
                     },

@@ -16,15 +16,14 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import SchedulerError, SchemaCorrupt, SchemaUnknown, StorageUnavailable
+from ...errors import SchemaCorrupt, SchemaUnknown, StorageUnavailable
 from ...models import MigrationRecord, SchemaInfo, VerifyCheck, VerifyReport
 from .. import migrations as ladder
 from ..migrations import Migration, SchemaOutcome
-from ..rows import read_stored_authority
 from .connection import SQLiteConnection, storage_failure
 
 __all__ = [
@@ -382,7 +381,7 @@ class SQLiteSchema:
                     details={"count": broken_foreign_keys(conn)},
                 )
             if full:
-                bad = _bad_authorities(conn)
+                bad = ladder.bad_authorities(_stored_authorities(conn))
                 if bad:
                     raise SchemaCorrupt(
                         "Scheduler database holds authorities that are not valid envelopes",
@@ -474,16 +473,10 @@ def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
     )
 
 
-def _bad_authorities(conn: sqlite3.Connection) -> list[str]:
-    """Ids of jobs and occurrences whose stored authority is not a valid envelope."""
-    bad: list[str] = []
+def _stored_authorities(conn: sqlite3.Connection) -> Iterator[tuple[str, object, object]]:
     for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
         for row in _plain(conn).execute(f"SELECT {key}, authority_json FROM {table}"):
-            try:
-                read_stored_authority(row[1], f"{table} authority")
-            except SchedulerError:
-                bad.append(str(row[0]))
-    return bad
+            yield table, row[0], row[1]
 
 
 def verify_database(conn: sqlite3.Connection) -> VerifyReport:
@@ -503,17 +496,8 @@ def verify_database(conn: sqlite3.Connection) -> VerifyReport:
     checks.append(
         VerifyCheck("foreign_keys", broken == 0, None if not broken else {"count": broken})
     )
-    try:
-        _verify_catalog(conn, MIGRATIONS[-1])
-    except SchedulerError as exc:
-        checks.append(VerifyCheck("schema", False, {"code": exc.code, "message": exc.message}))
-    else:
-        checks.append(VerifyCheck("schema", True))
-    bad = _bad_authorities(conn)
-    checks.append(
-        VerifyCheck(
-            "stored_authority", not bad, None if not bad else {"count": len(bad), "ids": bad[:10]}
-        )
+    checks += ladder.schema_and_authority_checks(
+        lambda: _verify_catalog(conn, MIGRATIONS[-1]), _stored_authorities(conn)
     )
     return VerifyReport(tuple(checks))
 
