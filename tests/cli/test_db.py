@@ -99,6 +99,24 @@ def test_init_and_migrate_on_postgres_create_a_schema_only_when_asked(
     assert cli.json("--pg-schema", "ops_new", "job", "list") == {"jobs": [], "nextAfter": None}
 
 
+@pytest.mark.postgres
+def test_web_serves_the_store_in_the_pg_schema_it_was_given(
+    postgres_database_url, clean_env, monkeypatch
+):
+    from jobledger.cli import web
+
+    if not web.available():
+        pytest.skip("the web extra is not installed")
+    cli = Cli(postgres_database_url, clean_env)
+    cli.ok("--pg-schema", "ops_web", "db", "init")
+    served: list[str] = []
+    monkeypatch.setattr(
+        "jobledger.web.server.serve", lambda target, **options: served.append(target.schema)
+    )
+    assert cli("--pg-schema", "ops_web", "web", "--port", "0").code == 0
+    assert served == ["ops_web"]
+
+
 def _pg_schemas(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
         return {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace").fetchall()}

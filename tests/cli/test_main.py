@@ -173,7 +173,7 @@ def test_web_refuses_a_missing_store_before_serving(tmp_path, clean_env, monkeyp
     if not web.available():
         pytest.skip("the web extra is not installed")
     served = []
-    monkeypatch.setattr("jobledger.web.cli.run", lambda args: served.append(args) or 0)
+    monkeypatch.setattr("jobledger.web.cli.run", lambda args, store=None: served.append(args) or 0)
     missing = tmp_path / "none" / "jobs.sqlite3"
     Cli(str(missing), clean_env)("web").assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
     assert served == [] and not missing.parent.exists()

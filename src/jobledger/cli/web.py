@@ -63,9 +63,9 @@ def run_web(ctx: Context, args: argparse.Namespace) -> int:
     assert web_cli is not None
     if getattr(args, "target", None) is None:
         args.target = ctx.target
-    # Refuse a missing or old store here, as every command does, before the server opens it.
+    # Open it as every command does (refusing a missing or old store, with --pg-schema and the
+    # other store options) and serve that store.
     ctx.target = args.target
-    with ctx.open_store():
-        pass
-    code: int = web_cli.run(args)
+    with ctx.open_store() as store:
+        code: int = web_cli.run(args, store=store)
     return code

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import InvalidArgument
+from ..store.base import Store
 from .server import DEFAULT_HOST, DEFAULT_PORT
 
 __all__ = ["add_arguments", "main", "run"]
@@ -83,9 +84,12 @@ def _users(text: str, separator: str) -> dict[str, str]:
     return users
 
 
-def options_from(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, object]:
-    """``serve`` keyword arguments from parsed arguments and the environment."""
-    target = args.target or getattr(args, "db", None) or environ.get("JOBLEDGER_DB")
+def options_from(
+    args: argparse.Namespace, environ: Mapping[str, str], *, store: Store | None = None
+) -> dict[str, object]:
+    """``serve`` keyword arguments from parsed arguments and the environment (``target``: the
+    ``store`` given, else the one the arguments name)."""
+    target = store or args.target or getattr(args, "db", None) or environ.get("JOBLEDGER_DB")
     if not target:
         raise InvalidArgument("name the store: jobledger web PATH_OR_URL (or set JOBLEDGER_DB)")
     token = (
@@ -118,11 +122,12 @@ def options_from(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[s
     }
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``jobledger web`` with parsed arguments (raises jobledger errors for bad input)."""
+def run(args: argparse.Namespace, *, store: Store | None = None) -> int:
+    """Run ``jobledger web`` with parsed arguments (raises jobledger errors for bad input), on
+    ``store`` if given (the ``jobledger`` command opens it with its store options)."""
     from .server import serve
 
-    options = options_from(args, os.environ)
+    options = options_from(args, os.environ, store=store)
     target = options.pop("target")
     serve(target, **options)  # type: ignore[arg-type]
     return 0
