@@ -39,6 +39,7 @@ from .observe import Observer
 from .options import DEFAULT_LEASE, WorkerOptions
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .runtime import Runtime
+from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
 from .store import Store, open_store
 from .watchdog import Watchdog
 from .worker import Worker, WorkerSummary
@@ -184,7 +185,7 @@ class App:
         payload: Any = None,
         authority: dict[str, Any] | None = None,
         trigger: Any = None,
-        max_attempts: int = 3,
+        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
         enabled: bool = True,
     ) -> Job:
         """Create a job (revision 1); ``authority`` defaults to :meth:`default_authority`."""
@@ -206,7 +207,7 @@ class App:
         payload: Any = None,
         authority: dict[str, Any] | None = None,
         trigger: Any = None,
-        max_attempts: int = 3,
+        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
         enabled: bool = True,
     ) -> Job:
         """Create the job, or bring it to exactly this definition; idempotent.
@@ -397,11 +398,11 @@ class App:
         payload: Any = None,
         misfire: str = "coalesce",
         misfire_grace: timedelta | None = None,
-        catch_up_limit: int = 100,
+        catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
         jitter: timedelta | None = None,
         nonexistent: str = "shift",
         ambiguous: str = "cron",
-        max_attempts: int = 3,
+        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
         authority: dict[str, Any] | None = None,
         enabled: bool = True,
     ) -> Job:

@@ -48,7 +48,7 @@ from .contract import normalize_json
 from .errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
 from .loop import EventLoopThread
-from .models import Job, Occurrence, Settlement
+from .models import Occurrence, Settlement
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
@@ -133,7 +133,6 @@ class Attempt:
         self.context: JobContext | None = None
         self.kind = claimed.kind
         self.timed_out = False
-        self.timeout_result: RunResult | None = None
         self._current = claimed
 
     # -- the lease (LeaseHolder) -------------------------------------------------------------
@@ -477,8 +476,3 @@ class Attempt:
         if self.context is not None:
             self.context._cancel(reason)
         return released
-
-
-def job_of(occurrence: Occurrence) -> Job | None:
-    """The job a claim carried (``None`` for occurrences not returned by a claim)."""
-    return occurrence.job

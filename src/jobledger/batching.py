@@ -322,10 +322,6 @@ class ClaimAhead:
         ahead = int(self._slots * self._window_s / max(self._mean_s, 1e-6))
         return max(self._slots + 1, min(self._capacity, self._slots + ahead))
 
-    def wake(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-
     def _room(self) -> int:
         return self.target - self._busy - len(self._ready)
 

@@ -7,13 +7,12 @@ A bare number is accepted only where the parameter's name carries the unit (``le
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 
 from .contract import MAX_SAFE_INTEGER, is_safe_int
 from .errors import InvalidArgument
 
-__all__ = ["choose_ms", "ms_from_timedelta", "ms_value", "seconds_value"]
+__all__ = ["choose_ms", "ms_from_timedelta", "ms_value"]
 
 _ONE_MS = timedelta(milliseconds=1)
 
@@ -39,15 +38,6 @@ def ms_value(value: object, field: str, *, minimum_ms: int = 0) -> int:
     if not is_safe_int(value):
         raise InvalidArgument(f"{field} must be an integer number of milliseconds")
     return _bounded(int(value), field, minimum_ms)  # type: ignore[call-overload]
-
-
-def seconds_value(value: object, field: str, *, minimum_ms: int = 0) -> int:
-    """A duration given as a number of seconds (for ``*_s`` parameters); returns ms."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidArgument(f"{field} must be a number of seconds")
-    if abs(value) > MAX_SAFE_INTEGER / 1000:
-        raise InvalidArgument(f"{field} is too large")
-    return _bounded(round(value * 1000), field, minimum_ms)
 
 
 def choose_ms(

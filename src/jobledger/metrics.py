@@ -51,10 +51,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
 from .errors import InvalidArgument, SchedulerError
 from .models import Occurrence
 from .observe import Observer
+from .options import WORKER_STALE_AFTER
 from .store.base import Store
 
 if TYPE_CHECKING:
@@ -84,9 +86,8 @@ DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
 DEFAULT_LAG_BUCKETS: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
 )  # fmt: skip
-DEFAULT_STALE_AFTER = timedelta(seconds=60)
+DEFAULT_STALE_AFTER = WORKER_STALE_AFTER
 _UNKNOWN_KIND = "unknown"
-_STATUSES = ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled")
 # The settlement statuses a RunResult can carry; "idle" and "busy" mean nothing ran.
 _NOT_RUN = frozenset({"idle", "busy"})
 
@@ -301,7 +302,7 @@ class StoreCollector(Collector):
         # Every status of every known kind, zeros included, so an alert on a status that has
         # never happened yet reads 0 instead of nothing.
         for kind in sorted(kinds):
-            for status in _STATUSES:
+            for status in OCCURRENCE_STATUSES:
                 occurrences.add_metric([status, kind], counts.get((status, kind), 0))
         due = {item.kind: item.due_at for item in store.oldest_due()}
         for kind in sorted(kinds | set(due)):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .contract import TERMINAL_STATUSES
+
 __all__ = [
     "UNSET",
     "AuditRecord",
@@ -114,7 +116,7 @@ class Occurrence:
     def is_terminal(self) -> bool:
         """Settled for good: succeeded, dead-lettered (until an operator requeues it) or
         cancelled."""
-        return self.status in ("succeeded", "dead_letter", "cancelled")
+        return self.status in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True, slots=True)

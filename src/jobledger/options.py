@@ -31,6 +31,8 @@ DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
 DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
 DEFAULT_PLAN_INTERVAL = timedelta(seconds=60)
 DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
+# A worker not seen for this long counts as stale on the dashboard and in metrics (six beats).
+WORKER_STALE_AFTER = timedelta(seconds=60)
 MIN_LEASE = timedelta(seconds=1)
 # Every slot is a thread, and the claims a worker holds (slots + prefetch) are claimed at most
 # MAX_BATCH_SIZE per transaction: beyond this a worker should be several processes.
@@ -137,7 +139,9 @@ class WorkerOptions:
                 self, "workspace_id", normalize_identifier(self.workspace_id, "workspace_id")
             )
         lease_ms = ms_from_timedelta(
-            DEFAULT_LEASE if self.lease is None else self.lease, "lease", minimum_ms=1000
+            DEFAULT_LEASE if self.lease is None else self.lease,
+            "lease",
+            minimum_ms=MIN_LEASE // timedelta(milliseconds=1),
         )
         if lease_ms > MAX_LEASE_MS:
             raise InvalidArgument("lease must be at most 24 hours", details={"field": "lease"})
@@ -206,8 +210,3 @@ class WorkerOptions:
         if unknown:
             raise InvalidArgument("unknown worker options", details={"fields": unknown})
         return replace(self, **changes)
-
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> WorkerOptions:
-        """Options from keyword arguments, refusing names that are not options."""
-        return cls().with_changes(**values)

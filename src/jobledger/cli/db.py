@@ -15,6 +15,7 @@ from ..errors import MigrationRequired, SchedulerError, StoreNotFound
 from ..models import SchemaInfo
 from ..store import Store
 from ..store.migrations import LATEST_VERSION
+from ..store.operations.admin import PRUNABLE_STATUSES
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json
@@ -23,8 +24,6 @@ from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
 __all__ = ["register"]
-
-PRUNABLE = ("succeeded", "dead_letter", "cancelled")
 
 
 def register(subparsers: Any) -> None:
@@ -100,7 +99,7 @@ def register(subparsers: Any) -> None:
     prune.add_argument(
         "--status",
         action="append",
-        choices=PRUNABLE,
+        choices=PRUNABLE_STATUSES,
         help="only these statuses (repeatable; default: all three)",
     )
     prune.add_argument(
@@ -274,7 +273,7 @@ def run_migrate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def run_prune(ctx: Context, args: argparse.Namespace) -> int:
-    statuses = tuple(dict.fromkeys(args.status or PRUNABLE))
+    statuses = tuple(dict.fromkeys(args.status or PRUNABLE_STATUSES))
     older_ms = timedelta_ms(args.older_than)
     with ctx.open_store() as store:
         before = max(0, store.now() - older_ms)

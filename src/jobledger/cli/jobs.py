@@ -28,8 +28,6 @@ from .triggers import add_schedule_flags, schedule_flags_given, trigger_from_fla
 
 __all__ = ["principal_from_actor", "register"]
 
-LIVE = ("queued", "running", "retry_wait")
-
 
 def register(subparsers: Any) -> None:
     commands = add_group(
@@ -269,7 +267,9 @@ def run_add(ctx: Context, args: argparse.Namespace) -> int:
             trigger=trigger,
             payload=None if args.payload is UNSET else args.payload,
             enabled=not args.disabled,
-            max_attempts=3 if args.max_attempts is None else args.max_attempts,
+            max_attempts=contract.DEFAULT_MAX_ATTEMPTS
+            if args.max_attempts is None
+            else args.max_attempts,
             actor=ctx.actor,
         )
     document = {"job": job_json(job)}
@@ -401,7 +401,7 @@ def run_remove(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         job = _get_job(store, args.job_id)
         counts = _counts(store, job.id)
-        live = sum(counts.get(status, 0) for status in LIVE)
+        live = sum(counts.get(status, 0) for status in contract.LIVE_STATUSES)
         if not live:  # with live occurrences the store refuses: no point asking first
             settled = sum(counts.values())
             ctx.confirm(

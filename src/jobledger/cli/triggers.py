@@ -18,6 +18,8 @@ from typing import Any, Final
 
 from ..errors import InvalidArgument, SchedulerError
 from ..schedules import Cron, Every, MisfirePolicy, Once, Trigger, parse_schedule, schedule_json
+from ..schedules.json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES
+from ..schedules.policy import MISFIRE_MODES
 from .parsing import duration_arg, instant_arg, positive_arg
 
 __all__ = ["add_schedule_flags", "schedule_flags_given", "trigger_from_flags"]
@@ -62,12 +64,12 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
     )
     group.add_argument(
         "--nonexistent",
-        choices=("shift", "skip"),
+        choices=NONEXISTENT_POLICIES,
         help="cron wall times a DST gap skips: shift (default) or skip",
     )
     group.add_argument(
         "--ambiguous",
-        choices=("cron", "both", "first"),
+        choices=AMBIGUOUS_POLICIES,
         help="cron wall times DST repeats: cron (default), both or first",
     )
     group.add_argument(
@@ -79,7 +81,7 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
     policy = parser.add_argument_group("misfire policy (late and missed slots)")
     policy.add_argument(
         "--misfire",
-        choices=("coalesce", "catch_up", "skip"),
+        choices=MISFIRE_MODES,
         help="missed slots: coalesce into one (default), catch_up (fire each) or skip",
     )
     policy.add_argument(

@@ -18,13 +18,16 @@ from ..errors import Conflict, InvalidArgument, RevisionConflict
 from ..models import Job
 from ..store.base import Store
 from .json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
-from .policy import DEFAULT_CATCH_UP_LIMIT, MISFIRE_MODES, MisfirePolicy
+from .policy import (
+    DEFAULT_CATCH_UP_LIMIT,
+    DEFAULT_MISFIRE_GRACE,
+    MISFIRE_MODES,
+    MisfirePolicy,
+)
 from .triggers import Cron, Every, Once, Trigger, schedule_json
 
 __all__ = ["declare_schedule"]
 
-_ONE_MS: Final = timedelta(milliseconds=1)
-_DEFAULT_GRACE: Final = timedelta(minutes=1)
 _TRIES: Final = 2
 T = TypeVar("T")
 
@@ -129,7 +132,7 @@ def _build_policy(
         raise _refuse("catch_up_limit must be an integer", "catch_up_limit")
     return MisfirePolicy(
         misfire=misfire,
-        misfire_grace=_DEFAULT_GRACE if misfire_grace is None else misfire_grace,
+        misfire_grace=DEFAULT_MISFIRE_GRACE if misfire_grace is None else misfire_grace,
         catch_up_limit=catch_up_limit,
         jitter=timedelta(0) if jitter is None else jitter,
     )

@@ -19,6 +19,7 @@ from ..errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_CATCH_UP_LIMIT",
+    "DEFAULT_MISFIRE_GRACE",
     "DEFAULT_MISFIRE_GRACE_MS",
     "MAX_CATCH_UP_LIMIT",
     "MAX_JITTER_MS",
@@ -31,7 +32,8 @@ __all__ = [
 
 MisfireMode = Literal["coalesce", "catch_up", "skip"]
 MISFIRE_MODES: Final = ("coalesce", "catch_up", "skip")
-DEFAULT_MISFIRE_GRACE_MS: Final = 60_000
+DEFAULT_MISFIRE_GRACE: Final = timedelta(minutes=1)
+DEFAULT_MISFIRE_GRACE_MS: Final = DEFAULT_MISFIRE_GRACE // timedelta(milliseconds=1)
 DEFAULT_CATCH_UP_LIMIT: Final = 100
 MAX_CATCH_UP_LIMIT: Final = 10_000
 MAX_JITTER_MS: Final = 24 * 60 * 60 * 1000
@@ -74,7 +76,7 @@ class MisfirePolicy:
     """
 
     misfire: MisfireMode = "coalesce"
-    misfire_grace: timedelta = timedelta(minutes=1)
+    misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE
     catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
     jitter: timedelta = timedelta(0)
 

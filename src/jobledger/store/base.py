@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from ..contract import DEFAULT_MAX_ATTEMPTS
 from ..errors import LeaseLost
 from ..models import (
     UNSET,
@@ -124,7 +125,7 @@ class Store(Protocol):
         trigger: Any = None,
         payload: Any = None,
         enabled: bool = True,
-        max_attempts: int = 3,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         actor: str | None = None,
     ) -> Job:
         """Create a job at revision 1 and append ``job_created`` (data ``{revision: 1}``, plus

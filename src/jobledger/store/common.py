@@ -47,11 +47,12 @@ def lease_lost(occurrence_id: str) -> LeaseLost:
     )
 
 
-def liveness_lock_unavailable(exc: BaseException) -> StorageUnavailable:
-    """A worker could not take its liveness lock (the file or the database session failed)."""
+def liveness_lock_unavailable(exc: BaseException, *, again: bool = False) -> StorageUnavailable:
+    """A worker could not take its liveness lock (the file or the database session failed):
+    at start (``phase`` ``open``), or ``again`` after losing it (``phase`` ``write``)."""
     return StorageUnavailable.during(
-        "Could not take this owner's liveness lock",
-        phase="open",
+        "Could not take this owner's liveness lock" + (" again" if again else ""),
+        phase="write" if again else "open",
         storage_code=type(exc).__name__,
         commit_state="not_committed",
         retryable=True,

@@ -319,8 +319,7 @@ def normalize_settle_request(
     key, owner, token = normalize_lease_holder(occurrence_id, owner_id, fence)
     if outcome not in ("succeeded", "failed"):
         raise InvalidArgument("outcome must be succeeded or failed")
-    if type(retryable) is not bool:
-        raise InvalidArgument("retryable must be a boolean")
+    retryable = normalize_boolean(retryable, "retryable")
     result_json = contract.canonical_json(result, "result") if outcome == "succeeded" else None
     error_json = (
         contract.canonical_json(DEFAULT_EXECUTION_ERROR if error is None else error, "error")

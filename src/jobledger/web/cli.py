@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from ..store.base import Store
 from .server import DEFAULT_HOST, DEFAULT_PORT
+from .settings import DEFAULT_TITLE
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--public-reads", action="store_true", help="let anyone read pages without signing in"
     )
-    parser.add_argument("--title", default="jobledger", help="title shown in the header")
+    parser.add_argument("--title", default=DEFAULT_TITLE, help="title shown in the header")
     parser.add_argument(
         "--forwarded-allow-ips",
         metavar="IPS",

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..contract import normalize_identifier
+from ..contract import LIVE_STATUSES, normalize_identifier
 from ..errors import InvalidArgument
 from ..models import Occurrence
 from . import formatting, views
@@ -169,7 +169,7 @@ async def occurrence(dash: Dashboard, request: Request) -> Response:
         "occurrence.html",
         data=data,
         occ=current,
-        live_status=current.status in views.LIVE_STATUSES,
+        live_status=current.status in LIVE_STATUSES,
         now=now,
         nav="occurrences",
     )

@@ -29,7 +29,6 @@ DEFAULT_TITLE = "jobledger"
 DEFAULT_SESSION_TTL = timedelta(hours=12)
 DEFAULT_REFRESH = timedelta(seconds=5)
 MIN_TOKEN_LENGTH = 16
-MAX_PAGE_SIZE = 200
 
 
 def normalize_basic_auth(value: object) -> dict[str, str]:

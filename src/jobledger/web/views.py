@@ -10,10 +10,12 @@ shown (its last run), so it pages 50 jobs at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from markupsafe import Markup
 
+from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound, SchedulerError
 from ..models import (
     DueItem,
@@ -25,6 +27,7 @@ from ..models import (
     SchemaInfo,
     WorkerRecord,
 )
+from ..options import WORKER_STALE_AFTER
 from ..schedules import Cron, parse_schedule
 from ..schedules.explain import Explanation, explain
 from ..schedules.json_format import is_schedule_json
@@ -43,11 +46,9 @@ __all__ = [
     "overview",
 ]
 
-STATUSES = ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled")
-LIVE_STATUSES = frozenset({"queued", "running", "retry_wait"})
+STATUSES = OCCURRENCE_STATUSES
 HOUR_MS = 3_600_000
-# A worker not seen for this long is shown as stale (six default heartbeats).
-STALE_AFTER_MS = 60_000
+STALE_AFTER_MS = WORKER_STALE_AFTER // timedelta(milliseconds=1)
 NEXT_FIRES_SHOWN = 3
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ... import contract
 from ...errors import InvalidArgument
@@ -24,8 +24,10 @@ __all__ = ["AdminOperations"]
 
 DEFAULT_PRUNE_BATCH = 500
 MAX_PRUNE_BATCH = 5_000
-MAX_STATS_WINDOW_MS = 7 * 24 * 60 * 60 * 1000
-_PRUNABLE = ("succeeded", "dead_letter", "cancelled")
+# The statuses retention may remove, in the order of contract.OCCURRENCE_STATUSES.
+PRUNABLE_STATUSES: Final = tuple(
+    status for status in contract.OCCURRENCE_STATUSES if status in contract.TERMINAL_STATUSES
+)
 
 
 class AdminOperations(LeaseOperations):
@@ -38,7 +40,7 @@ class AdminOperations(LeaseOperations):
         *,
         before: int,
         actor: str,
-        statuses: Sequence[str] = _PRUNABLE,
+        statuses: Sequence[str] = PRUNABLE_STATUSES,
         batch_size: int = DEFAULT_PRUNE_BATCH,
         max_batches: int | None = None,
     ) -> PruneReport:
@@ -57,7 +59,7 @@ class AdminOperations(LeaseOperations):
                 "statuses must be a list of settled statuses", details={"field": "statuses"}
             )
         wanted = [inputs.normalize_status(status) for status in statuses]
-        if not wanted or any(status not in _PRUNABLE for status in wanted):
+        if not wanted or any(status not in PRUNABLE_STATUSES for status in wanted):
             raise InvalidArgument(
                 "only settled occurrences can be pruned (succeeded, dead_letter, cancelled)",
                 details={"field": "statuses"},

@@ -104,11 +104,6 @@ class OperationsBase(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
-    def now(self) -> int:
-        """The store's current instant (see :meth:`jobledger.store.base.Store.now`)."""
-        self._assert_open()
-        return self._read(lambda tx: tx.now())
-
     def _after_enqueue(self) -> None:
         """Called after new work commits; the PostgreSQL store also sends a NOTIFY."""
         self.work_signal.notify()

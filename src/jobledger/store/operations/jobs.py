@@ -6,15 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import contract
-from ...errors import Conflict, InvalidArgument, NotFound, RevisionConflict
+from ...errors import Conflict, NotFound, RevisionConflict
 from ...models import Job
 from .. import inputs, rows
 from ..tx import Tx
 from .base import JobMeta, OperationsBase, required
 
 __all__ = ["JobOperations"]
-
-MAX_JOB_PAGE = 1000
 
 
 def _is_schedule(trigger: Any) -> bool:
@@ -117,9 +115,7 @@ class JobOperations(OperationsBase):
         """Jobs ordered by id, ``limit`` (≤1000) at a time after the id ``after``."""
         self._assert_open()
         start = inputs.normalize_optional_identifier(after, "after")
-        bounded = contract.normalize_positive_int(limit, "limit")
-        if bounded > MAX_JOB_PAGE:
-            raise InvalidArgument(f"limit must be at most {MAX_JOB_PAGE}")
+        bounded = inputs.normalize_page_limit(limit)
         found = self._read(lambda tx: tx.all("list_jobs", {"after_id": start, "limit": bounded}))
         return [rows.job_from_row(row) for row in found]
 

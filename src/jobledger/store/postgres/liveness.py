@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from ... import contract
-from ...errors import StorageUnavailable
+from ..common import liveness_lock_unavailable
 from ..sql import load_queries
 from .connection import PgConnection, connection_kwargs
 
@@ -100,13 +100,7 @@ class AdvisoryOwnerLock:
             self._connect()
         except (psycopg.Error, RuntimeError) as exc:
             # Coded, so the worker's housekeeping logs it and tries again next time.
-            raise StorageUnavailable.during(
-                "Could not take this owner's liveness lock again",
-                phase="write",
-                storage_code=type(exc).__name__,
-                commit_state="not_committed",
-                retryable=True,
-            ) from None
+            raise liveness_lock_unavailable(exc, again=True) from None
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -375,12 +375,13 @@ class SQLiteSchema:
             if full:
                 _require_sound(conn)
             _verify_catalog(conn, MIGRATIONS[version - 1])
-            if full and broken_foreign_keys(conn):
-                raise SchemaCorrupt(
-                    "Scheduler database contains broken foreign keys",
-                    details={"count": broken_foreign_keys(conn)},
-                )
             if full:
+                broken = broken_foreign_keys(conn)
+                if broken:
+                    raise SchemaCorrupt(
+                        "Scheduler database contains broken foreign keys",
+                        details={"count": broken},
+                    )
                 bad = ladder.bad_authorities(_stored_authorities(conn))
                 if bad:
                     raise SchemaCorrupt(
