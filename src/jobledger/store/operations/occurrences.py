@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ... import contract
@@ -68,51 +69,29 @@ class OccurrenceOperations(JobOperations):
         return self._enqueue_requests(normalized)
 
     def _enqueue_requests(self, requests: Sequence[inputs.EnqueueInput]) -> list[Occurrence]:
-        inserted = False
+        wrote_events = False
 
         def body(tx: Tx) -> list[Occurrence]:
-            nonlocal inserted
+            nonlocal wrote_events
             now = tx.now()
             metas: dict[str, JobMeta | None] = {}
             results: list[Occurrence | None] = [None] * len(requests)
             events: list[dict[str, Any]] = []
             # The common case in bulk: new firings of known, enabled jobs, one insert each
             # (pipelined on PostgreSQL). Whatever that does not settle takes the general path.
-            bulk: list[tuple[int, JobMeta, str, str]] = []
+            bulk: list[tuple[int, Firing]] = []
             for index, request in enumerate(requests):
                 if request.once_per_trigger:
                     continue
                 meta = self._job_meta(tx, request.job_id, metas)
                 if meta is None or not meta.enabled:
                     continue
-                occurrence_id, idempotency_key = contract.occurrence_identity(
-                    request.job_id, meta.revision, request.scheduled_for, request.trigger_key
-                )
-                bulk.append((index, meta, occurrence_id, idempotency_key))
-            inserted_ids: set[str] = set()
-            if bulk:
-                rows_in = [
-                    insert_params(requests[index], meta, occurrence_id, idempotency_key, now)
-                    for index, meta, occurrence_id, idempotency_key in bulk
-                ]
-                inserted_ids = {
-                    row["occurrence_id"]
-                    for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
-                }
-            for index, meta, occurrence_id, idempotency_key in bulk:
-                if occurrence_id not in inserted_ids:
-                    continue
-                request = requests[index]
-                results[index] = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
-                events.append(
-                    common.event_params(
-                        job_id=request.job_id,
-                        occurrence_id=occurrence_id,
-                        event_type="occurrence_enqueued",
-                        occurred_at=now,
-                        data_json=enqueued_event_data(request, meta),
-                    )
-                )
+                bulk.append((index, firing_of(request, meta)))
+            inserted = insert_firings(tx, now, [firing for _, firing in bulk])
+            for index, firing in bulk:
+                if firing.occurrence_id in inserted:
+                    results[index], new_event = inserted[firing.occurrence_id]
+                    events.append(new_event)
             for index, request in enumerate(requests):
                 if results[index] is not None:
                     continue
@@ -127,11 +106,11 @@ class OccurrenceOperations(JobOperations):
                 results[index] = occurrence
             if events:
                 tx.run("insert_events", tx.table(events))
-                inserted = True
+                wrote_events = True
             return [occurrence for occurrence in results if occurrence is not None]
 
         occurrences = self._write(body)
-        if inserted:
+        if wrote_events:
             self._after_enqueue()
         return occurrences
 
@@ -194,14 +173,7 @@ class OccurrenceOperations(JobOperations):
             )
             if written is not None:
                 occurrence = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
-                event = common.event_params(
-                    job_id=key,
-                    occurrence_id=occurrence_id,
-                    event_type="occurrence_enqueued",
-                    occurred_at=now,
-                    data_json=enqueued_event_data(request, meta),
-                )
-                return occurrence, event
+                return occurrence, enqueued_event(request, meta, occurrence_id, now)
             stored = tx.one("get_occurrence_by_key", {"idempotency_key": idempotency_key})
             if stored is None:
                 # Nothing inserted and nothing there: the job changed under the cached entry.
@@ -377,6 +349,60 @@ def insert_params(
         "workspace_id": meta.workspace_id,
         "now": now,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """A new firing of a job at ``meta``'s revision, with its deterministic identity."""
+
+    request: inputs.EnqueueInput
+    meta: JobMeta
+    occurrence_id: str
+    idempotency_key: str
+
+
+def firing_of(request: inputs.EnqueueInput, meta: JobMeta) -> Firing:
+    occurrence_id, idempotency_key = contract.occurrence_identity(
+        request.job_id, meta.revision, request.scheduled_for, request.trigger_key
+    )
+    return Firing(request, meta, occurrence_id, idempotency_key)
+
+
+def insert_firings(
+    tx: Tx, now: int, firings: Sequence[Firing]
+) -> dict[str, tuple[Occurrence, dict[str, Any]]]:
+    """Insert new firings in one statement. Returns, by occurrence id, each one inserted with its
+    ``occurrence_enqueued`` event; a firing that exists already, or whose job is no longer at
+    that revision (or enabled), is absent — the caller decides what that means."""
+    if not firings:
+        return {}
+    rows_in = [
+        insert_params(f.request, f.meta, f.occurrence_id, f.idempotency_key, now) for f in firings
+    ]
+    inserted = {
+        row["occurrence_id"] for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
+    }
+    return {
+        f.occurrence_id: (
+            new_occurrence(f.request, f.meta, f.occurrence_id, f.idempotency_key, now),
+            enqueued_event(f.request, f.meta, f.occurrence_id, now),
+        )
+        for f in firings
+        if f.occurrence_id in inserted
+    }
+
+
+def enqueued_event(
+    request: inputs.EnqueueInput, meta: JobMeta, occurrence_id: str, now: int
+) -> dict[str, Any]:
+    """The ``occurrence_enqueued`` event of a new firing (``insert_events`` parameters)."""
+    return common.event_params(
+        job_id=request.job_id,
+        occurrence_id=occurrence_id,
+        event_type="occurrence_enqueued",
+        occurred_at=now,
+        data_json=enqueued_event_data(request, meta),
+    )
 
 
 def enqueued_event_data(request: inputs.EnqueueInput, meta: JobMeta) -> str:

@@ -30,7 +30,7 @@ from .. import common, inputs, rows
 from ..tx import Row, Tx
 from .admin import AdminOperations
 from .base import JobMeta
-from .occurrences import enqueued_event_data, insert_params, new_occurrence
+from .occurrences import firing_of, insert_firings
 
 __all__ = [
     "DEFAULT_DUE_LIMIT",
@@ -434,60 +434,42 @@ class _BatchRecorder:
                     "A schedule row names a job that does not exist", details={"jobId": job_id}
                 )
             metas[job_id] = JobMeta.from_row(row)
-        requests: list[tuple[inputs.EnqueueInput, JobMeta, str, str]] = []
-        for job_id, fire in firings.items():
-            meta = metas[job_id]
-            for firing in fire:
-                request = inputs.EnqueueInput(
+        planned = [
+            firing_of(
+                inputs.EnqueueInput(
                     job_id=job_id,
-                    scheduled_for=firing.scheduled_for,
-                    trigger_key=firing.trigger_key,
-                    available_at=firing.available_at,
+                    scheduled_for=slot.scheduled_for,
+                    trigger_key=slot.trigger_key,
+                    available_at=slot.available_at,
                     payload=None,
                     payload_json=None,  # the job's payload, snapshotted by the insert
                     once_per_trigger=False,
-                )
-                occurrence_id, key = contract.occurrence_identity(
-                    job_id, meta.revision, firing.scheduled_for, firing.trigger_key
-                )
-                requests.append((request, meta, occurrence_id, key))
-        rows_in = [
-            insert_params(request, meta, occurrence_id, key, now)
-            for request, meta, occurrence_id, key in requests
+                ),
+                metas[job_id],
+            )
+            for job_id, fire in firings.items()
+            for slot in fire
         ]
-        inserted_ids = (
-            {
-                row["occurrence_id"]
-                for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
-            }
-            if rows_in
-            else set()
-        )
+        inserted = insert_firings(tx, now, planned)
         result: dict[str, tuple[list[Occurrence], list[dict[str, Any]]]] = {
             job_id: ([], []) for job_id in firings
         }
-        for request, meta, occurrence_id, key in requests:
-            job_id = request.job_id
-            if occurrence_id not in inserted_ids:
+        for firing in planned:
+            job_id = firing.request.job_id
+            if firing.occurrence_id not in inserted:
                 # Nothing inserted: the firing exists already (its identity is on the slot),
                 # unless the job is not at the revision the compare-and-swap just confirmed.
-                if tx.one("get_occurrence_by_key", {"idempotency_key": key}) is None:
+                key = {"idempotency_key": firing.idempotency_key}
+                if tx.one("get_occurrence_by_key", key) is None:
                     raise DataCorrupt(
                         "A schedule row and its job disagree on the revision",
                         details={"jobId": job_id},
                     )
                 continue
+            occurrence, event = inserted[firing.occurrence_id]
             new, job_events = result[job_id]
-            new.append(new_occurrence(request, meta, occurrence_id, key, now))
-            job_events.append(
-                common.event_params(
-                    job_id=job_id,
-                    occurrence_id=occurrence_id,
-                    event_type="occurrence_enqueued",
-                    occurred_at=now,
-                    data_json=enqueued_event_data(request, meta),
-                )
-            )
+            new.append(occurrence)
+            job_events.append(event)
         return {job_id: (tuple(new), job_events) for job_id, (new, job_events) in result.items()}
 
     def _once_slots_planned(self, plan: SchedulePlan) -> bool:
