@@ -36,7 +36,7 @@ from .handlers import Authorizer, Handler, epoch_ms_from
 from .heartbeat import HeartbeatDriver
 from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
 from .observe import Observer
-from .options import DEFAULT_LEASE, WorkerOptions
+from .options import WorkerOptions
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .runtime import Runtime
 from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
@@ -512,7 +512,7 @@ class App:
             observer = PrometheusObserver()
         runtime = self.runtime(
             owner_id=resolved.owner_id,
-            lease=resolved.lease or DEFAULT_LEASE,
+            lease=resolved.lease,
             renew_interval=resolved.renew_interval,
             heartbeat=heartbeat,
             observer=observer,

@@ -34,6 +34,16 @@ DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
 # A worker not seen for this long counts as stale on the dashboard and in metrics (six beats).
 WORKER_STALE_AFTER = timedelta(seconds=60)
 MIN_LEASE = timedelta(seconds=1)
+DEFAULT_LEASE_MS = DEFAULT_LEASE // timedelta(milliseconds=1)
+MIN_LEASE_MS = MIN_LEASE // timedelta(milliseconds=1)
+
+
+def default_renew_interval_ms(lease_ms: int) -> int:
+    """How often held leases are renewed when not set: a third of the lease (at least 250 ms),
+    so two renewals can fail before a lease runs out."""
+    return max(250, lease_ms // 3)
+
+
 # Every slot is a thread, and the claims a worker holds (slots + prefetch) are claimed at most
 # MAX_BATCH_SIZE per transaction: beyond this a worker should be several processes.
 MAX_CONCURRENCY = MAX_BATCH_SIZE
@@ -141,7 +151,7 @@ class WorkerOptions:
         lease_ms = ms_from_timedelta(
             DEFAULT_LEASE if self.lease is None else self.lease,
             "lease",
-            minimum_ms=MIN_LEASE // timedelta(milliseconds=1),
+            minimum_ms=MIN_LEASE_MS,
         )
         if lease_ms > MAX_LEASE_MS:
             raise InvalidArgument("lease must be at most 24 hours", details={"field": "lease"})
@@ -192,7 +202,7 @@ class WorkerOptions:
     @property
     def renew_interval_ms(self) -> int:
         if self.renew_interval is None:
-            return max(250, self.lease_ms // 3)
+            return default_renew_interval_ms(self.lease_ms)
         return ms_from_timedelta(self.renew_interval, "renew_interval")
 
     @property

@@ -36,6 +36,7 @@ from .keeper import LeaseKeeper
 from .loop import EventLoopThread
 from .models import Occurrence, Settlement
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
+from .options import DEFAULT_LEASE_MS, MIN_LEASE_MS, default_renew_interval_ms
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .store.base import Store
 from .watchdog import Watchdog
@@ -44,8 +45,6 @@ __all__ = ["RunResult", "RunStatus", "Runtime", "RuntimeRunSummary"]
 
 logger = logging.getLogger("jobledger.runtime")
 
-DEFAULT_LEASE_MS = 60_000
-MIN_LEASE_MS = 1_000
 DEFAULT_RUN_LIMIT = 100
 MAX_RUN_LIMIT = 10_000
 _STORE_METHODS = (
@@ -153,7 +152,9 @@ class Runtime:
                 "SCHEDULER_RUNTIME_INVALID_LEASE",
                 f"lease_ms must be an integer between {MIN_LEASE_MS} and {MAX_LEASE_MS}",
             )
-        interval = max(250, lease_ms // 3) if renew_interval_ms is None else renew_interval_ms
+        interval = (
+            default_renew_interval_ms(lease_ms) if renew_interval_ms is None else renew_interval_ms
+        )
         if not is_safe_int(interval) or not 1 <= interval < lease_ms:
             raise _rejection(
                 "SCHEDULER_RUNTIME_INVALID_RENEW_INTERVAL",
