@@ -42,7 +42,7 @@ from .runtime import Runtime
 from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
 from .store import Store, open_store
 from .watchdog import Watchdog
-from .worker import Worker, WorkerSummary
+from .worker import Worker, WorkerSummary, metrics_module
 
 if TYPE_CHECKING:
     from .schedules.explain import Explanation
@@ -233,7 +233,7 @@ class App:
                     if exc.code != "SCHEDULER_CONFLICT":
                         raise
                     continue  # created meanwhile by another process: compare with it
-            patch = _job_patch(current, wanted)
+            patch = current.changes_to(wanted)
             if not patch:
                 return current
             try:
@@ -502,14 +502,7 @@ class App:
         base = options or WorkerOptions()
         resolved = base.with_changes(**settings) if settings else base
         if resolved.metrics_port is not None and observer is None:
-            try:
-                from .metrics import PrometheusObserver
-            except ImportError as exc:
-                raise InvalidArgument(
-                    "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
-                    details={"field": "metrics_port"},
-                ) from exc
-            observer = PrometheusObserver()
+            observer = metrics_module().PrometheusObserver()
         runtime = self.runtime(
             owner_id=resolved.owner_id,
             lease=resolved.lease,
@@ -530,36 +523,3 @@ class App:
         """Run a worker in this thread until SIGTERM/SIGINT (or ``worker.stop()``)."""
         worker = self.worker(options, observer=observer, **settings)
         return worker.run(install_signal_handlers=install_signal_handlers)
-
-
-def _job_patch(current: Job, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``wanted`` that differ from ``current`` (compared canonically)."""
-    patch: dict[str, Any] = {}
-    normalized_authority = contract.normalize_authority(wanted["authority"])
-    comparisons = {
-        "kind": (
-            current.kind,
-            contract.normalize_identifier(wanted["kind"], "kind", max_length=128),
-        ),
-        "trigger": (
-            contract.canonical_json(current.trigger),
-            contract.canonical_json(wanted["trigger"], "trigger"),
-        ),
-        "payload": (
-            contract.canonical_json(current.payload),
-            contract.canonical_json(wanted["payload"], "payload"),
-        ),
-        "authority": (
-            contract.canonical_json(current.authority),
-            contract.canonical_json(normalized_authority),
-        ),
-        "enabled": (current.enabled, wanted["enabled"]),
-        "max_attempts": (
-            current.max_attempts,
-            contract.normalize_max_attempts(wanted["max_attempts"]),
-        ),
-    }
-    for name, (have, want) in comparisons.items():
-        if have != want:
-            patch[name] = wanted[name]
-    return patch

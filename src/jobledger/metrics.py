@@ -325,12 +325,9 @@ class StoreCollector(Collector):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from . import __version__  # at call time: this module is imported by the package
 
-    try:
-        return version("jobledger")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def _store_type(store: Store) -> str:

@@ -6,10 +6,17 @@ results, event data) keep the reference's camelCase field names so databases sta
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .contract import TERMINAL_STATUSES
+from .contract import (
+    TERMINAL_STATUSES,
+    canonical_json,
+    normalize_authority,
+    normalize_identifier,
+    normalize_max_attempts,
+)
 
 __all__ = [
     "UNSET",
@@ -74,6 +81,31 @@ class Job:
     max_attempts: int
     created_at: int
     updated_at: int
+
+    def changes_to(self, wanted: Mapping[str, Any]) -> dict[str, Any]:
+        """The entries of ``wanted`` (any of ``kind``, ``trigger``, ``payload``, ``authority``,
+        ``enabled``, ``max_attempts``) that differ from this job once normalized — JSON compared
+        canonically — as a patch for ``update_job`` (empty: nothing to change). A value that is
+        not valid raises ``SCHEDULER_INVALID_ARGUMENT``."""
+        normalized: dict[str, Callable[[Any], Any]] = {
+            "kind": lambda value: normalize_identifier(value, "kind", max_length=128),
+            "trigger": lambda value: canonical_json(value, "trigger"),
+            "payload": lambda value: canonical_json(value, "payload"),
+            "authority": lambda value: canonical_json(normalize_authority(value)),
+            "enabled": lambda value: value,
+            "max_attempts": normalize_max_attempts,
+        }
+        stored = {
+            "kind": self.kind,
+            "trigger": canonical_json(self.trigger),
+            "payload": canonical_json(self.payload),
+            "authority": canonical_json(self.authority),
+            "enabled": self.enabled,
+            "max_attempts": self.max_attempts,
+        }
+        return {
+            name: value for name, value in wanted.items() if normalized[name](value) != stored[name]
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,10 +86,10 @@ class RuntimeRunSummary:
 
 @dataclass(frozen=True, slots=True)
 class KindSettings:
-    """What a runtime knows about one job kind."""
+    """What a runtime knows about one job kind (its retry policy is in ``Runtime._policies``,
+    which ``set_retry_policy`` also fills for kinds without a handler)."""
 
     handler: Handler
-    retry: BackoffPolicy | None = None
     timeout_ms: int | None = None
 
 
@@ -264,7 +264,7 @@ class Runtime:
         timeout_ms = self.check_timeout(timeout)
         if retry is not None:
             self.set_retry_policy(key, retry)
-        self._kinds[key] = KindSettings(handler, retry, timeout_ms)
+        self._kinds[key] = KindSettings(handler, timeout_ms)
         return self
 
     def set_retry_policy(self, kind: str, policy: BackoffPolicy) -> None:
@@ -495,9 +495,7 @@ class Runtime:
             self._active[id(attempt)] = attempt
         limit = self.timeout_for(claimed.kind)
         if limit is not None:
-            if self._watchdog is None:
-                self._watchdog = Watchdog()
-            running.alarm = self._watchdog.watch(limit / 1000, lambda: running.time_out(limit))
+            running.alarm = self.watchdog.watch(limit / 1000, lambda: running.time_out(limit))
         return running
 
     def execute(self, running: RunningAttempt) -> None:

@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any
 
 from .attempt import SHUTDOWN_REASON
@@ -53,7 +53,7 @@ from .options import PREFETCH_WINDOW, WorkerOptions
 from .runtime import RunResult, Runtime
 from .store.base import OwnerLockHandle
 
-__all__ = ["Worker", "WorkerSummary"]
+__all__ = ["Worker", "WorkerSummary", "metrics_module"]
 
 logger = logging.getLogger("jobledger.worker")
 
@@ -495,24 +495,19 @@ class Worker:
         options = self.options
         if options.metrics_port is None:
             return None
-        try:
-            from .metrics import PrometheusObserver, serve_metrics
-        except ImportError as exc:
-            raise InvalidArgument(
-                "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
-                details={"field": "metrics_port"},
-            ) from exc
+        metrics = metrics_module()
         observer = self.runtime.observer
-        if not isinstance(observer, PrometheusObserver):
+        prometheus = observer if isinstance(observer, metrics.PrometheusObserver) else None
+        if prometheus is None:
             logger.warning(
                 "the runtime has no PrometheusObserver: serving only the store's metrics "
                 "(App.worker(metrics_port=…) sets one up)"
             )
-        server = serve_metrics(
+        server = metrics.serve_metrics(
             self.runtime.store,
             host=options.metrics_host,
             port=options.metrics_port,
-            observer=observer if isinstance(observer, PrometheusObserver) else None,
+            observer=prometheus,
         )
         logger.info("serving metrics on %s", server.url)
         return server
@@ -610,10 +605,20 @@ class _Once:
             action()
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
+def metrics_module() -> ModuleType:
+    """:mod:`jobledger.metrics`, or a coded error when its extra is not installed (for
+    ``metrics_port``)."""
     try:
-        return version("jobledger")
-    except PackageNotFoundError:
-        return "unknown"
+        from . import metrics
+    except ImportError as exc:
+        raise InvalidArgument(
+            "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
+            details={"field": "metrics_port"},
+        ) from exc
+    return metrics
+
+
+def _version() -> str:
+    from . import __version__  # at call time: this module is imported by the package
+
+    return __version__

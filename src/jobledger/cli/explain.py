@@ -4,13 +4,14 @@ planner pass now)."""
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from ..handlers import epoch_ms_from
 from ..schedules import Cron
 from ..schedules.explain import MAX_EXPLAIN_COUNT, Explanation, explain
 from ..schedules.planner import Planner, PlanReport
+from ..schedules.zones import load_zone
 from .context import Context
 from .output import occurrence_json
 from .parsing import add_command, positive_arg
@@ -18,8 +19,6 @@ from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
 __all__ = ["register"]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def register(subparsers: Any) -> None:
@@ -58,14 +57,14 @@ def register(subparsers: Any) -> None:
 
 
 def _ms(moment: datetime) -> int:
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return epoch_ms_from(moment, "instant")
 
 
 def _wall(e: Explanation, moment: datetime) -> str:
     """For a cron schedule in another zone than UTC, the slot's wall time in that zone."""
     if not isinstance(e.trigger, Cron) or e.trigger.timezone in ("UTC", "Etc/UTC"):
         return ""
-    local = moment.astimezone(ZoneInfo(e.trigger.timezone))
+    local = moment.astimezone(load_zone(e.trigger.timezone))
     return f"  ({local.strftime('%Y-%m-%d %H:%M')} {e.trigger.timezone})"
 
 

@@ -285,35 +285,10 @@ def run_add(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _changed(job: Job, wanted: dict[str, Any]) -> dict[str, Any]:
-    """The fields of ``wanted`` that differ from the stored job (JSON compared canonically)."""
-    stored = {
-        "kind": job.kind,
-        "trigger": job.trigger,
-        "payload": job.payload,
-        "authority": job.authority,
-        "max_attempts": job.max_attempts,
-        "enabled": job.enabled,
-    }
-    patch: dict[str, Any] = {}
-    for name, value in wanted.items():
-        if name == "authority":
-            same = contract.canonical_json(stored[name]) == contract.canonical_json(
-                contract.normalize_authority(value)
-            )
-        elif name in ("trigger", "payload"):
-            same = contract.canonical_json(stored[name]) == contract.canonical_json(value, name)
-        else:
-            same = stored[name] == value
-        if not same:
-            patch[name] = value
-    return patch
-
-
 def _update(
     ctx: Context, store: Store, job: Job, wanted: dict[str, Any], expected: int | None
 ) -> tuple[Job, list[str]]:
-    patch = _changed(job, wanted)
+    patch = job.changes_to(wanted)
     if expected is not None and expected != job.revision:
         # Let the store refuse it, with its own code and details.
         patch = patch or wanted

@@ -138,26 +138,6 @@ def _build_policy(
     )
 
 
-def _same(job: Job, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``wanted`` that differ from the stored job (JSON compared canonically)."""
-    stored = {
-        "kind": job.kind,
-        "trigger": job.trigger,
-        "payload": job.payload,
-        "authority": job.authority,
-        "enabled": job.enabled,
-        "max_attempts": job.max_attempts,
-    }
-    changed: dict[str, Any] = {}
-    for name, value in wanted.items():
-        if name in ("trigger", "payload", "authority"):
-            if contract.canonical_json(stored[name]) != contract.canonical_json(value):
-                changed[name] = value
-        elif stored[name] != value:
-            changed[name] = value
-    return changed
-
-
 def declare_schedule(
     store: Store,
     job_id: str,
@@ -235,7 +215,7 @@ def declare_schedule(
                 if attempt + 1 == _TRIES:
                     raise
                 continue  # created concurrently: compare with what the other writer stored
-        changed = _same(current, wanted)
+        changed = current.changes_to(wanted)
         if not changed:
             return current
         try:

@@ -13,6 +13,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..handlers import epoch_ms_from
+
 __all__ = [
     "STATUS_LABELS",
     "age",
@@ -93,9 +95,7 @@ def when(ms: int | None, now: int) -> Markup:
 
 def epoch_ms(moment: datetime | None) -> int | None:
     """An aware datetime as epoch milliseconds (exact)."""
-    if moment is None:
-        return None
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return None if moment is None else epoch_ms_from(moment, "instant")
 
 
 def local_time(ms: int, zone: str) -> str:

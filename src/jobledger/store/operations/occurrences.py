@@ -456,7 +456,8 @@ def _event_id(value: object, field: str) -> int:
     return value
 
 
-_DIGITS = re.compile("[0-9]{1,16}")
+# "<created_at ms>.occ_<hex>", as list_occurrences returns it.
+_CURSOR = re.compile(r"([0-9]{1,16})\.(occ_[0-9a-f]+)")
 
 
 def _parse_cursor(cursor: object) -> tuple[int | None, str | None]:
@@ -464,9 +465,9 @@ def _parse_cursor(cursor: object) -> tuple[int | None, str | None]:
         return None, None
     if not isinstance(cursor, str):
         raise InvalidArgument("cursor must be a string from a previous page")
-    at, dot, occurrence_id = cursor.partition(".")
-    if not dot or not _DIGITS.fullmatch(at) or not occurrence_id.startswith("occ_"):
+    found = _CURSOR.fullmatch(cursor)
+    if found is None:
         raise InvalidArgument(
             "cursor is not one a previous page returned", details={"field": "cursor"}
         )
-    return int(at), occurrence_id
+    return int(found[1]), found[2]
