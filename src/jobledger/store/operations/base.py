@@ -105,7 +105,9 @@ class OperationsBase(ABC):
     def close(self) -> None: ...
 
     def _after_enqueue(self) -> None:
-        """Called after new work commits; the PostgreSQL store also sends a NOTIFY."""
+        """Called after new work commits: wakes this process's waiting workers. (Other
+        processes on PostgreSQL are woken by the NOTIFY the transaction itself sent when one of
+        its statements made work claimable; see ``_WAKING_QUERIES`` there.)"""
         self.work_signal.notify()
 
     def __enter__(self) -> Self:
