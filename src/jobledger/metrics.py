@@ -5,10 +5,10 @@ in the core imports this module.
 
 Two sources, because they answer different questions:
 
-* :class:`PrometheusObserver` — an :class:`~jobledger.observe.Observer` the runtime and worker
-  call as things happen *in this process*: claims, reclaims, settlements by status, lost leases,
-  handler durations, busy slots, planner lag. Counters start at zero when the process starts;
-  Prometheus' ``rate``/``increase`` handle the restarts.
+* :class:`PrometheusObserver` — an :class:`~jobledger.engine.observe.Observer` the runtime and
+  worker call as things happen *in this process*: claims, reclaims, settlements by status, lost
+  leases, handler durations, busy slots, planner lag. Counters start at zero when the process
+  starts; Prometheus' ``rate``/``increase`` handle the restarts.
 * :class:`StoreCollector` — reads the store *at scrape time*: queue depth by status and kind,
   the age of the oldest due occurrence per kind, leases held per owner, live workers. These are
   exact and shared by every process looking at the same store, so a fleet of workers exports the
@@ -53,10 +53,10 @@ from prometheus_client.registry import Collector
 
 from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
+from .engine.observe import Observer
+from .engine.options import WORKER_STALE_AFTER
 from .errors import InvalidArgument, SchedulerError
 from .models import Occurrence
-from .observe import Observer
-from .options import WORKER_STALE_AFTER
 from .store.base import Store
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
-    from .attempt import RunResult
+    from .engine.attempt import RunResult
 
 __all__ = [
     "DEFAULT_DURATION_BUCKETS",

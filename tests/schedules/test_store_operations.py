@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobledger import InvalidArgument
+from jobledger.planning.planner import plan_schedule
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once
-from jobledger.schedules.planner import plan_schedule
 from jobledger.store.operations.schedules import (
     RECENT_SKIPS_KEPT,
     SchedulePlan,

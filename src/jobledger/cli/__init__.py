@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from ..errors import SchedulerError
-from ..paths import default_target, resolve_target
+from ..store.paths import default_target, resolve_target
 from . import db, dead_letters, enqueue, explain, history, jobs, occurrences, stats, web, worker
 from .context import Context, default_actor
 from .errors import (

@@ -1,6 +1,6 @@
 """The planner's store operations: read due schedules, record a planning decision atomically.
 
-The planner (``jobledger.schedules.planner``) decides *what* a schedule's due slots become; these
+The planner (``jobledger.planning.planner``) decides *what* a schedule's due slots become; these
 operations make the decision durable and race-free:
 
 * :meth:`ScheduleOperations.due_schedules` — the schedules whose ``next_due_at`` has come, joined

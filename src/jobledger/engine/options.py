@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from .contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
-from .durations import ms_from_timedelta
-from .errors import InvalidArgument
+from ..contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
+from ..durations import ms_from_timedelta
+from ..errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",

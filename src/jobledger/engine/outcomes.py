@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .contract import MAX_JSON_BYTES, canonical_json, normalize_json
-from .errors import InvalidArgument, RuntimeRejection
+from ..contract import MAX_JSON_BYTES, canonical_json, normalize_json
+from ..errors import InvalidArgument, RuntimeRejection
 from .handlers import Retry, epoch_ms_from
 from .retry import BackoffPolicy
 

@@ -31,6 +31,8 @@ from ..clock import Clock
 from ..contract import MAX_SAFE_INTEGER
 from ..errors import InvalidArgument, SchedulerError
 from ..models import Occurrence
+from ..schedules.policy import MisfirePolicy, jitter_offset_ms
+from ..schedules.triggers import Every, Once, Trigger, parse_schedule, trigger_key
 from ..store.base import Store
 from ..store.operations.schedules import (
     MAX_DUE_LIMIT,
@@ -41,8 +43,6 @@ from ..store.operations.schedules import (
     SkipReason,
     SlotFiring,
 )
-from .policy import MisfirePolicy, jitter_offset_ms
-from .triggers import Every, Once, Trigger, parse_schedule, trigger_key
 
 __all__ = [
     "COUNT_CAP",

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .models import Occurrence
+from ..models import Occurrence
 
 if TYPE_CHECKING:
     from .attempt import RunResult

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
-from .contract import normalize_epoch_ms
-from .durations import choose_ms
-from .errors import InvalidArgument
-from .models import Job, Occurrence
+from ..contract import normalize_epoch_ms
+from ..durations import choose_ms
+from ..errors import InvalidArgument
+from ..models import Job, Occurrence
 
 __all__ = [
     "AuthorizationRequest",

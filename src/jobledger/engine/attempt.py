@@ -43,16 +43,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .clock import Clock
-from .contract import normalize_json
-from .errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
+from ..clock import Clock
+from ..contract import normalize_json
+from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
+from ..models import Occurrence, Settlement
+from ..store.base import Store
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
 from .loop import EventLoopThread
-from .models import Occurrence, Settlement
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
-from .store.base import Store
 
 __all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptSettings", "RunResult", "RunStatus"]
 
