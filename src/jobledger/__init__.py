@@ -22,7 +22,7 @@ from .engine.handlers import (
 from .engine.heartbeat import HeartbeatDriver, ManualHeartbeat, ThreadHeartbeat
 from .engine.options import WorkerOptions
 from .engine.retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
-from .engine.runtime import RunResult, Runtime, RuntimeRunSummary
+from .engine.runtime import Runtime, RuntimeRunSummary
 from .engine.worker import Worker, WorkerSummary
 from .errors import (
     ClaimConflict,
@@ -61,8 +61,10 @@ from .models import (
     OccurrenceStatus,
     PruneReport,
     Renewal,
+    RunResult,
     SchemaInfo,
     Settlement,
+    SkippedSlots,
     ThroughputBucket,
     VerifyCheck,
     VerifyReport,
@@ -72,10 +74,8 @@ from .planning.explain import Explanation
 from .planning.planner import Planner, PlanReport
 from .schedules import Cron, Every, MisfirePolicy, Once, parse_trigger
 from .store import SQLiteStore, Store, open_store
-from .store.operations.schedules import SkippedSlots
 from .store.paths import default_store_target
-
-__version__ = "0.2.0"
+from .version import __version__
 
 __all__ = [
     "UNSET",

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import contract
 from .clock import Clock
-from .durations import choose_ms
-from .engine.handlers import Authorizer, Handler, epoch_ms_from
+from .durations import choose_ms, epoch_ms_from
+from .engine.handlers import Authorizer, Handler
 from .engine.heartbeat import HeartbeatDriver
 from .engine.observe import Observer
 from .engine.options import WorkerOptions

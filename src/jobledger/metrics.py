@@ -54,17 +54,17 @@ from prometheus_client.registry import Collector
 from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
 from .engine.observe import Observer
-from .engine.options import WORKER_STALE_AFTER
 from .errors import InvalidArgument, SchedulerError
-from .models import Occurrence
+from .models import WORKER_STALE_AFTER, Occurrence
 from .store.base import Store
+from .version import __version__
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from prometheus_client.metrics_core import Metric
 
-    from .engine.attempt import RunResult
+    from .models import RunResult
 
 __all__ = [
     "DEFAULT_DURATION_BUCKETS",
@@ -321,13 +321,8 @@ class StoreCollector(Collector):
         workers.add_metric(["active"], active)
         workers.add_metric(["stale"], stale)
         schema = store.schema_info()
-        build.add_metric([_version(), _store_type(store), str(schema.schema_version)], 1)
+        build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
 
-
-def _version() -> str:
-    from . import __version__  # at call time: this module is imported by the package
-
-    return __version__
 
 
 def _store_type(store: Store) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .contract import normalize_epoch_ms
-from .engine.handlers import epoch_ms_from
+from .durations import epoch_ms_from
 from .engine.heartbeat import ManualHeartbeat
 from .errors import InvalidArgument
 from .store import open_store

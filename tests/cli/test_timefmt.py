@@ -19,7 +19,7 @@ from jobledger.cli.timefmt import (
     parse_instant,
     parse_zone,
 )
-from jobledger.engine.handlers import epoch_ms_from
+from jobledger.durations import epoch_ms_from
 from jobledger.errors import InvalidArgument
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=300)

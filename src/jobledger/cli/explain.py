@@ -7,7 +7,7 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from ..engine.handlers import epoch_ms_from
+from ..durations import epoch_ms_from
 from ..planning.explain import MAX_EXPLAIN_COUNT, Explanation, explain
 from ..planning.planner import Planner, PlanReport
 from ..schedules import Cron

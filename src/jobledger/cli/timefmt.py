@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final
 
 from ..contract import MAX_SAFE_INTEGER
-from ..engine.handlers import epoch_ms_from
+from ..durations import epoch_ms_from
 from ..errors import InvalidArgument
 from ..schedules.zones import load_zone
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..models import Occurrence
 
 if TYPE_CHECKING:
-    from .attempt import RunResult
+    from ..models import RunResult
 
 __all__ = ["NO_OBSERVER", "Observer", "attempt_fields", "notify"]
 

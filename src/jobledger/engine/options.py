@@ -31,8 +31,6 @@ DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
 DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
 DEFAULT_PLAN_INTERVAL = timedelta(seconds=60)
 DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
-# A worker not seen for this long counts as stale on the dashboard and in metrics (six beats).
-WORKER_STALE_AFTER = timedelta(seconds=60)
 MIN_LEASE = timedelta(seconds=1)
 DEFAULT_LEASE_MS = DEFAULT_LEASE // timedelta(milliseconds=1)
 MIN_LEASE_MS = MIN_LEASE // timedelta(milliseconds=1)

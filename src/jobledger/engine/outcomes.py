@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract import MAX_JSON_BYTES, canonical_json, normalize_json
+from ..durations import epoch_ms_from
 from ..errors import InvalidArgument, RuntimeRejection
-from .handlers import Retry, epoch_ms_from
+from .handlers import Retry
 from .retry import BackoffPolicy
 
 __all__ = [

@@ -30,9 +30,9 @@ from ..clock import Clock
 from ..contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, NotFound, RuntimeRejection
-from ..models import Occurrence, Settlement
+from ..models import Occurrence, RunResult, RunStatus, Settlement
 from ..store.base import Store
-from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
+from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper

@@ -46,13 +46,14 @@ from typing import Any
 from ..contract import is_safe_int
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, SchedulerError
-from ..models import Occurrence, Settlement
+from ..models import Occurrence, RunResult, Settlement
 from ..store.base import OwnerLockHandle
+from ..version import __version__
 from .attempt import SHUTDOWN_REASON
 from .batching import ClaimAhead, Settler
 from .observe import attempt_fields, notify
 from .options import PREFETCH_WINDOW, WorkerOptions
-from .runtime import RunResult, Runtime
+from .runtime import Runtime
 
 __all__ = ["Worker", "WorkerSummary", "metrics_module"]
 
@@ -529,7 +530,7 @@ class Worker:
             "prefetch": options.effective_prefetch,
             "planner": options.planner,
             "liveness": "none" if self._owner_lock is None else self._owner_lock.kind,
-            "version": _version(),
+            "version": __version__,
         }
         try:
             self.runtime.store.register_worker(
@@ -618,8 +619,3 @@ def metrics_module() -> ModuleType:
         ) from exc
     return metrics
 
-
-def _version() -> str:
-    from .. import __version__  # at call time: this module is imported by the package
-
-    return __version__

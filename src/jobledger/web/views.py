@@ -16,9 +16,9 @@ from typing import Any
 from markupsafe import Markup
 
 from ..contract import OCCURRENCE_STATUSES
-from ..engine.options import WORKER_STALE_AFTER
 from ..errors import NotFound, SchedulerError
 from ..models import (
+    WORKER_STALE_AFTER,
     DueItem,
     Event,
     Job,
