@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import contract
@@ -34,11 +35,11 @@ from .durations import choose_ms, epoch_ms_from
 from .engine.handlers import Authorizer, Handler
 from .engine.heartbeat import HeartbeatDriver
 from .engine.observe import Observer
-from .engine.options import WorkerOptions
+from .engine.options import DEFAULT_LEASE, LeaseOptions, WorkerOptions
 from .engine.retry import DEFAULT_BACKOFF, BackoffPolicy
 from .engine.runtime import Runtime
 from .engine.watchdog import Watchdog
-from .engine.worker import Worker, WorkerSummary, metrics_module
+from .engine.worker import Service, Worker, WorkerSummary
 from .errors import Conflict, InvalidArgument, RevisionConflict
 from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
 from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
@@ -459,13 +460,12 @@ class App:
         observer: Observer | None = None,
     ) -> Runtime:
         """A :class:`Runtime` with this app's handlers (``authorize`` must have been given)."""
-        settings = WorkerOptions(lease=lease, renew_interval=renew_interval, owner_id=owner_id)
+        leases = LeaseOptions(DEFAULT_LEASE if lease is None else lease, renew_interval)
         runtime = Runtime(
             self.store,
             authorize=self.authorize,
-            owner_id=settings.owner_id,
-            lease_ms=settings.lease_ms,
-            renew_interval_ms=settings.renew_interval_ms,
+            owner_id=owner_id,
+            leases=leases,
             clock=self.clock,
             heartbeat=heartbeat,
             retry_policy=self.retry_policy,
@@ -497,12 +497,25 @@ class App:
         """A :class:`Worker` over a new :meth:`runtime` (not started).
 
         Settings are a :class:`~jobledger.WorkerOptions` or its fields as keywords
-        (``app.worker(concurrency=4, prefetch=32)``).
+        (``app.worker(concurrency=4, prefetch=32)``). With ``metrics_port`` the worker serves
+        Prometheus metrics (a :class:`~jobledger.metrics.PrometheusObserver` unless ``observer``
+        is given) for as long as it runs.
         """
         base = options or WorkerOptions()
         resolved = base.with_changes(**settings) if settings else base
-        if resolved.metrics_port is not None and observer is None:
-            observer = metrics_module().PrometheusObserver()
+        services: list[Service] = []
+        if resolved.metrics_port is not None:
+            metrics = _metrics_module()
+            if observer is None:
+                observer = metrics.PrometheusObserver()
+            services.append(
+                metrics.MetricsService(
+                    self.store,
+                    host=resolved.metrics_host,
+                    port=resolved.metrics_port,
+                    observer=observer if isinstance(observer, metrics.PrometheusObserver) else None,
+                )
+            )
         runtime = self.runtime(
             owner_id=resolved.owner_id,
             lease=resolved.lease,
@@ -510,7 +523,9 @@ class App:
             heartbeat=heartbeat,
             observer=observer,
         )
-        return Worker(runtime, resolved.with_changes(owner_id=runtime.owner_id))
+        return Worker(
+            runtime, resolved.with_changes(owner_id=runtime.owner_id), services=services
+        )
 
     def run_worker(
         self,
@@ -523,3 +538,16 @@ class App:
         """Run a worker in this thread until SIGTERM/SIGINT (or ``worker.stop()``)."""
         worker = self.worker(options, observer=observer, **settings)
         return worker.run(install_signal_handlers=install_signal_handlers)
+
+
+def _metrics_module() -> ModuleType:
+    """:mod:`jobledger.metrics`, or a coded error when its extra is not installed (for
+    ``metrics_port``)."""
+    try:
+        from . import metrics
+    except ImportError as exc:
+        raise InvalidArgument(
+            "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
+            details={"field": "metrics_port"},
+        ) from exc
+    return metrics

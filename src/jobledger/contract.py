@@ -33,6 +33,7 @@ from .errors import InvalidArgument
 __all__ = [
     "AUTHORITY_ENVELOPE_VERSION",
     "CONTRACT_VERSION",
+    "DEFAULT_EXECUTION_ERROR",
     "DEFAULT_HISTORY_LIMIT",
     "DEFAULT_MAX_ATTEMPTS",
     "LIVE_STATUSES",
@@ -91,6 +92,8 @@ OCCURRENCE_STATUSES: Final = (
 )
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter", "cancelled"})
 LIVE_STATUSES: Final = frozenset({"queued", "running", "retry_wait"})
+# What a failed settle records when it names no error.
+DEFAULT_EXECUTION_ERROR: Final = {"code": "execution_failed", "message": "Execution failed"}
 # The statuses retention may remove, in the order of OCCURRENCE_STATUSES.
 PRUNABLE_STATUSES: Final = tuple(
     status for status in OCCURRENCE_STATUSES if status in TERMINAL_STATUSES

@@ -70,6 +70,7 @@ __all__ = [
     "DEFAULT_DURATION_BUCKETS",
     "DEFAULT_LAG_BUCKETS",
     "MetricsServer",
+    "MetricsService",
     "PrometheusObserver",
     "StoreCollector",
     "metrics_registry",
@@ -421,3 +422,42 @@ def serve_metrics(
     )
     httpd, thread = start_http_server(port, addr=host, registry=combined)
     return MetricsServer(httpd, thread, combined)
+
+
+class MetricsService:
+    """A worker's metrics endpoint for as long as the worker runs (a worker ``Service``).
+
+    :meth:`App.worker <jobledger.App.worker>` adds one when ``metrics_port`` is set; the engine
+    itself never imports this module. ``start()`` serves (:func:`serve_metrics`), ``close()``
+    stops.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        host: str = "127.0.0.1",
+        port: int,
+        observer: PrometheusObserver | None = None,
+    ) -> None:
+        self._store = store
+        self._host = host
+        self._port = port
+        self._observer = observer
+        self.server: MetricsServer | None = None
+
+    def start(self) -> None:
+        if self._observer is None:
+            logger.warning(
+                "no PrometheusObserver: serving only the store's metrics "
+                "(App.worker(metrics_port=…) sets one up)"
+            )
+        self.server = serve_metrics(
+            self._store, host=self._host, port=self._port, observer=self._observer
+        )
+        logger.info("serving metrics on %s", self.server.url)
+
+    def close(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()

@@ -599,25 +599,40 @@ def test_the_adaptive_prefetch_holds_about_one_window_of_work():
     assert feed.target == 2
 
 
-def test_the_worker_teaches_the_prefetch_handler_time_not_commit_waits(monkeypatch):
-    from jobledger.engine import worker as worker_module
-
+def test_the_worker_teaches_the_prefetch_handler_time_not_commit_waits(store, clock, make_runtime):
+    """What a worker's adaptive prefetch learns (``Attempt.work_seconds``) ends when the attempt
+    hands its settlement over, not when the shared commit finishes; on the injected monotonic
+    clock, so nothing sleeps."""
     now = [100.0]
-    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
-    learned: list[float | None] = []
 
-    class Recorder:
-        def done(self, duration_s: float | None = None) -> None:
-            learned.append(duration_s)
+    def handler(ctx: jobledger.JobContext) -> str:
+        now[0] += 0.002  # the handler runs 2 ms
+        return "ok"
 
-    release = worker_module._Release(Recorder())  # type: ignore[arg-type]
-    now[0] += 0.002  # the handler ran 2 ms, then handed its settlement over
-    release.handler_done()
-    now[0] += 0.050  # the shared commit took 50 ms more
-    release()
+    runtime = make_runtime({"echo": handler}, monotonic=lambda: now[0])
+
+    class SlowCommit:
+        def submit(self, settlement: jobledger.Settlement, done: Any) -> None:
+            now[0] += 0.050  # the shared commit takes 50 ms more
+            done(store.settle_batch([settlement])[0])
+
+    learned: list[float] = []
+    add_job(store, clock=clock)
+    [claimed] = runtime.claim_batch(1)
+    runtime.attempt(
+        claimed, commit=SlowCommit(), on_report=lambda a: learned.append(a.work_seconds)
+    ).run()
     assert learned == [pytest.approx(0.002)]
 
-    unsettled = worker_module._Release(Recorder())  # type: ignore[arg-type]
-    now[0] += 0.003  # an attempt that ended without a settlement (lease lost, released)
-    unsettled()
-    assert learned[-1] == pytest.approx(0.003)
+    # An attempt that ends without a settlement (its lease was lost) learns its whole run.
+    add_job(store, "job-2", clock=clock)
+    [claimed] = runtime.claim_batch(1)
+    store.cancel_occurrence(occurrence_id=claimed.id, actor="test", reason="gone")
+    runtime.attempt(
+        claimed,
+        commit=SlowCommit(),
+        claimed_at=now[0] - 3600,  # stale: revalidated with a renew, which finds the lease gone
+        on_report=lambda a: learned.append(a.work_seconds),
+    ).run()
+    assert len(learned) == 2
+    assert learned[-1] == pytest.approx(0.0)

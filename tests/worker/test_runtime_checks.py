@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 import jobledger
+from jobledger.engine.attempt import CommitNow
+from jobledger.engine.options import LeaseOptions
 from jobledger.testing import FakeClock
 
 from .conftest import LEASE_MS, add_job, event_types
@@ -307,15 +309,13 @@ def test_a_stale_claim_is_renewed_and_its_job_read_again(store, clock, make_runt
     runtime = make_runtime({"echo": handler}, store=counting, renew_interval_ms=20)
     [claimed] = runtime.claim_batch(1)
     store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
-    done: list[jobledger.RunResult] = []
-    running = runtime.start_attempt(
+    attempt = runtime.attempt(
         claimed,
-        None,
-        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
-        report=done.append,
-        claimed_at=time.monotonic() - 1,  # claimed a second ago: stale
+        commit=CommitNow(store),
+        claimed_at=runtime.monotonic() - 1,  # claimed a second ago: stale
     )
-    runtime.execute(running)
+    attempt.run()
+    done = [attempt.wait_reported()]
     [result] = done
     assert (result.status, result.error["code"]) == (
         "dead_letter",
@@ -330,15 +330,13 @@ def test_a_stale_claim_still_held_is_renewed_once_then_runs(store, clock, make_r
     occurrence = add_job(store, clock=clock)
     runtime = make_runtime({"echo": Recorder("ok")}, renew_interval_ms=20)
     [claimed] = runtime.claim_batch(1)
-    done: list[jobledger.RunResult] = []
-    running = runtime.start_attempt(
+    attempt = runtime.attempt(
         claimed,
-        None,
-        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
-        report=done.append,
-        claimed_at=time.monotonic() - 1,
+        commit=CommitNow(store),
+        claimed_at=runtime.monotonic() - 1,
     )
-    runtime.execute(running)
+    attempt.run()
+    done = [attempt.wait_reported()]
     assert [(r.status, r.result) for r in done] == [("succeeded", "ok")]
     assert event_types(store, occurrence.id) == [
         "occurrence_enqueued",
@@ -355,15 +353,13 @@ def test_a_stale_claim_whose_lease_is_gone_runs_nothing(store, clock: FakeClock,
     [claimed] = runtime.claim_batch(1)
     clock.advance(LEASE_MS)
     store.claim_next(owner_id="other", lease_ms=LEASE_MS)  # reclaimed while it waited
-    done: list[jobledger.RunResult] = []
-    running = runtime.start_attempt(
+    attempt = runtime.attempt(
         claimed,
-        None,
-        commit=lambda settlement, finish: finish(store.settle_batch([settlement])[0]),
-        report=done.append,
-        claimed_at=time.monotonic() - 1,
+        commit=CommitNow(store),
+        claimed_at=runtime.monotonic() - 1,
     )
-    runtime.execute(running)
+    attempt.run()
+    done = [attempt.wait_reported()]
     [result] = done
     assert (result.status, result.lease_lost) == ("aborted", True)
     assert handler.calls == []
@@ -516,20 +512,37 @@ def test_authorize_is_required_and_allow_all_must_be_named(store):
 
 @pytest.mark.parametrize("lease_ms", [999, 0, -1, 1000.5, True, 24 * 3600 * 1000 + 1, "60000"])
 def test_lease_ms_is_validated(store, lease_ms):
-    code = rejection_code(
-        lambda: jobledger.Runtime(store, authorize=jobledger.allow_all, lease_ms=lease_ms)
-    )
-    assert code == "SCHEDULER_RUNTIME_INVALID_LEASE"
+    # One LeaseOptions validates every lease setting, with one code (the runtime's own
+    # SCHEDULER_RUNTIME_INVALID_LEASE is gone with its own copy of the check).
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        jobledger.Runtime(store, authorize=jobledger.allow_all, lease_ms=lease_ms)
+    assert raised.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert raised.value.details == {"field": "lease_ms"}
 
 
 @pytest.mark.parametrize("interval", [0, 1000, 5000, 1.5, False])
 def test_renew_interval_is_validated(store, interval):
-    code = rejection_code(
-        lambda: jobledger.Runtime(
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        jobledger.Runtime(
             store, authorize=jobledger.allow_all, lease_ms=1000, renew_interval_ms=interval
         )
+    assert raised.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert raised.value.details == {"field": "renew_interval_ms"}
+
+
+def test_lease_options_are_one_object_shared_by_every_layer(store):
+    leases = LeaseOptions(timedelta(seconds=30), timedelta(seconds=5))
+    assert (leases.lease_ms, leases.renew_interval_ms) == (30_000, 5_000)
+    assert LeaseOptions.from_ms(30_000, 5_000) == leases
+    with jobledger.Runtime(store, authorize=jobledger.allow_all, leases=leases) as runtime:
+        assert runtime.leases == leases
+        assert (runtime.lease_ms, runtime.renew_interval_ms) == (30_000, 5_000)
+    assert jobledger.WorkerOptions(lease=timedelta(seconds=30)).leases == LeaseOptions(
+        timedelta(seconds=30)
     )
-    assert code == "SCHEDULER_RUNTIME_INVALID_RENEW_INTERVAL"
+    with pytest.raises(jobledger.InvalidArgument) as raised:
+        jobledger.Runtime(store, authorize=jobledger.allow_all, leases=leases, lease_ms=30_000)
+    assert raised.value.details == {"field": "leases"}
 
 
 def test_defaults_follow_the_reference(store):

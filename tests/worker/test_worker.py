@@ -358,19 +358,19 @@ def test_an_attempt_registered_after_the_first_abandon_is_still_released(
         return "too late"
 
     runtime = make_runtime({"echo": stubborn}, owner_id="leaving")
-    original_start, original_abandon = runtime.start_attempt, runtime.abandon_all
+    original_enter, original_abandon = runtime.enter, runtime.abandon_all
 
-    def start_attempt(*args: Any, **kwargs: Any) -> Any:
+    def enter(*args: Any, **kwargs: Any) -> Any:
         taken.set()
         gate.wait(WAIT_S)  # register only after the worker has abandoned once
-        return original_start(*args, **kwargs)
+        return original_enter(*args, **kwargs)
 
     def abandon_all(reason: str) -> list[jobledger.Occurrence]:
         released = original_abandon(reason)
         gate.set()
         return released
 
-    runtime.start_attempt = start_attempt
+    runtime.enter = enter
     runtime.abandon_all = abandon_all
     worker = jobledger.Worker(
         runtime, grace_period=timedelta(0), poll_interval=FAST_POLL, planner=False

@@ -1,4 +1,4 @@
-"""One claimed attempt in flight: the checks, the handler under a kept lease, the settlement.
+"""One claimed attempt, owned from its claim to its report: checks, handler, settlement, report.
 
 :class:`Attempt` follows the reference runtime (``reference/upstream.md`` §3.11 steps 1–6 and
 9–15) check for check and in the same order, so an occurrence is never executed unless it is
@@ -6,12 +6,14 @@ current, handled, authorized and still leased::
 
     claim ─▶ 1 job exists? ─▶ 2 same revision? ─▶ 3 handler for kind? ─▶ 4 authorized?
           ─▶ 5 lease still ours ─▶ 6 not cancelled ─▶ handler (lease kept) ─▶ settlement
+          ─▶ commit ─▶ report
 
 The claim returns the job as read inside the claiming transaction, so steps 1–2 need no read.
 Step 5 keeps the reference's check without its write while the claim is fresh: a claim younger
 than one renew interval is certainly still leased (the lease is far longer, and the runtime's
 lease keeper renews it), so only an older claim — one that waited in a worker's prefetch
-buffer — is revalidated with a real renew (and its job read again).
+buffer — is revalidated with a real renew (and its job read again). "Younger" is measured on
+the injected monotonic clock (``AttemptSettings.monotonic``).
 
 Rejections in steps 1–4 and 6 settle the attempt as failed with a ``SCHEDULER_RUNTIME_*`` code:
 retryable for ``AUTHORIZATION_UNAVAILABLE`` (the authorizer raised), ``ABORTED`` and
@@ -20,14 +22,20 @@ name, ``SCHEDULER_RUNTIME_ADAPTER_MISSING``.
 
 **A lost lease settles nothing.** If a renewal (the keeper's, or ``renew_lease()``) or the
 final settle finds that another owner holds the occurrence (or the lease expired), the context
-is cancelled, async handlers' tasks are cancelled, nothing is written, and the run returns
+is cancelled, async handlers' tasks are cancelled, nothing is written, and the run reports
 ``RunResult(status="aborted", lease_lost=True, error={code: "SCHEDULER_LEASE_LOST", …})``.
 
-:meth:`Attempt.run` does not write the settlement itself: it returns the
-:class:`~jobledger.Settlement` to commit (or ``None`` when there is nothing to settle), so a
-runtime can commit it at once and a worker can group-commit it with others. ``Attempt.lock``
-serialises the decisions that end an attempt — settling, releasing at shutdown, timing out — so
-exactly one of them wins.
+Who does what around an attempt:
+
+* its **host** (the :class:`~jobledger.engine.runtime.Runtime`) keeps its lease renewed while it
+  is in flight (:meth:`AttemptHost.enter` / :meth:`AttemptHost.leave`) and arms time limits;
+* its **commit** writes the settlement — at once (:class:`CommitNow`, a runtime running one at a
+  time) or with others (:class:`~jobledger.engine.batching.Settler`, a worker's group commit) —
+  and calls back with the committed occurrence, a ``LeaseLost``, or the error;
+* ``on_report`` hears, exactly once, that the attempt is over (its :attr:`Attempt.result`).
+
+``Attempt.lock`` serialises the decisions that end an attempt — settling, releasing at shutdown,
+timing out — so exactly one of them wins.
 """
 
 from __future__ import annotations
@@ -38,13 +46,11 @@ import inspect
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from ..clock import Clock
-from ..contract import normalize_json
+from ..clock import Clock, Monotonic
 from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from ..models import Occurrence, RunResult, Settlement
 from ..store.base import Store
@@ -53,8 +59,17 @@ from .loop import EventLoopThread
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
+from .watchdog import Watchdog
 
-__all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptSettings"]
+__all__ = [
+    "SHUTDOWN_REASON",
+    "Attempt",
+    "AttemptHost",
+    "AttemptSettings",
+    "Commit",
+    "CommitNow",
+    "Done",
+]
 
 logger = logging.getLogger("jobledger.runtime")
 
@@ -63,6 +78,32 @@ SHUTDOWN_REASON = "worker_shutdown"
 # (one shared event instead of a new one per attempt).
 _NOT_CANCELLED = threading.Event()
 TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
+
+# What a commit calls back with: the committed occurrence, a LeaseLost, or the error.
+Done = Callable[[Occurrence | BaseException], None]
+
+
+class Commit(Protocol):
+    """Where an attempt's settlement is written."""
+
+    def submit(self, settlement: Settlement, done: Done) -> None:
+        """Write ``settlement`` (now or later) and call ``done`` with the outcome."""
+        ...
+
+
+class CommitNow:
+    """Commits each settlement at once, in the calling thread (one attempt at a time)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def submit(self, settlement: Settlement, done: Done) -> None:
+        try:
+            [outcome] = self._store.settle_batch([settlement])
+        except BaseException as exc:
+            done(exc)
+            raise
+        done(outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +115,33 @@ class AttemptSettings:
     lease_ms: int
     renew_interval_ms: int
     clock: Clock
+    monotonic: Monotonic
     authorize: Authorizer
     loop: EventLoopThread
     rng: random.Random
     handler_for: Callable[[str], Handler | None]
     retry_policy_for: Callable[[str], BackoffPolicy]
+    timeout_for: Callable[[str], int | None]
     observer: Observer = NO_OBSERVER
+
+
+class AttemptHost(Protocol):
+    """What a runtime offers the attempts it runs."""
+
+    @property
+    def attempt_settings(self) -> AttemptSettings: ...
+
+    @property
+    def watchdog(self) -> Watchdog: ...
+
+    def enter(self, attempt: Attempt) -> None:
+        """Keep ``attempt``'s lease renewed and count it in flight; raises (changing nothing)
+        when the lease heartbeat cannot start."""
+        ...
+
+    def leave(self, attempt: Attempt) -> None:
+        """``attempt`` holds its lease no more (settled, lost or released)."""
+        ...
 
 
 AttemptState = Literal["running", "settling", "done", "released", "lost"]
@@ -90,24 +152,37 @@ class Attempt:
 
     def __init__(
         self,
-        settings: AttemptSettings,
+        host: AttemptHost,
         claimed: Occurrence,
-        cancel: threading.Event | None = None,
         *,
+        commit: Commit,
+        cancel: threading.Event | None = None,
         claimed_at: float | None = None,
+        on_report: Callable[[Attempt], None] | None = None,
     ) -> None:
-        self.settings = settings
+        self.host = host
+        self.settings = settings = host.attempt_settings
         self.claimed = claimed
         self.cancel = cancel
         # Monotonic seconds when the claim committed: how fresh the lease is (step 5).
-        self.claimed_at = time.monotonic() if claimed_at is None else claimed_at
+        self.claimed_at = settings.monotonic() if claimed_at is None else claimed_at
         self.lock = threading.Lock()
         self.state: AttemptState = "running"
         self.lease_error: LeaseLost | None = None
         self.context: JobContext | None = None
         self.kind = claimed.kind
         self.timed_out = False
+        self.result: RunResult | None = None
+        # Monotonic seconds from the handler's start to the hand-over of its settlement: the
+        # attempt's own work, not the wait for a shared commit (what a prefetch should learn).
+        self.work_seconds = 0.0
         self._current = claimed
+        self._commit = commit
+        self._on_report = on_report
+        self._started: float | None = None
+        self._alarm: int | None = None
+        self._reported = threading.Event()
+        self._report_lock = threading.Lock()
 
     # -- the lease (LeaseHolder) -------------------------------------------------------------
 
@@ -137,13 +212,104 @@ class Attempt:
         if self.context is not None:
             self.context._cancel("lease_lost")
 
+    # -- the life -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The whole attempt in this thread: enter the host, run checks and handler, hand the
+        settlement to the commit. Reported (``on_report``) exactly once, possibly later — from
+        the commit's callback or, past a time limit, from the watchdog's thread."""
+        try:
+            self.host.enter(self)
+        except Exception:
+            # Without a heartbeat the lease would run out under the handler: do not start it,
+            # give the attempt back as a retryable failure instead.
+            logger.exception(
+                "starting the lease heartbeat failed", extra=attempt_fields(self.claimed)
+            )
+            settlement = self._reject(
+                "SCHEDULER_RUNTIME_TIMER_FAILED",
+                "Could not start the lease heartbeat",
+                retryable=True,
+            )
+            if settlement is not None:
+                self._hand_over(settlement)
+            return
+        limit = self.settings.timeout_for(self.claimed.kind)
+        if limit is not None:
+            self._alarm = self.host.watchdog.watch(limit / 1000, lambda: self.time_out(limit))
+        notify(self.settings.observer, "started", self.claimed)
+        monotonic = self.settings.monotonic
+        self._started = monotonic()
+        try:
+            settlement = self._execute()
+        except BaseException as exc:
+            self.work_seconds = monotonic() - self._started
+            self._end()
+            self._report(RunResult("aborted", self.claimed, error={"code": type(exc).__name__}))
+            raise
+        self._disarm()
+        if settlement is not None:
+            self._hand_over(settlement)
+            return
+        self.work_seconds = monotonic() - self._started
+        if self.timed_out:
+            return  # the time limit's settlement reports this attempt
+        self._end()
+        self._report(self.gone())
+
+    def wait_reported(self) -> RunResult:
+        """Block until this attempt reported its result (a time limit reports from the
+        watchdog's thread); return it."""
+        self._reported.wait()
+        assert self.result is not None
+        return self.result
+
+    def _hand_over(self, settlement: Settlement) -> None:
+        if self._started is not None:
+            self.work_seconds = self.settings.monotonic() - self._started
+        self._commit.submit(settlement, self._finish)
+
+    def _finish(self, outcome: Occurrence | BaseException) -> None:
+        """The commit's callback: the settlement committed (or was refused, or failed)."""
+        self._end()
+        try:
+            result = self._result_of(outcome)
+        except BaseException as exc:
+            # A storage failure of the settle itself: the lease runs out and the occurrence is
+            # retried; the caller that committed sees the error.
+            result = RunResult("aborted", self.claimed, error={"code": type(exc).__name__})
+        self._report(result)
+
+    def _report(self, result: RunResult) -> None:
+        with self._report_lock:
+            if self._reported.is_set():
+                return
+            self.result = result
+            try:
+                notify(self.settings.observer, "finished", self.claimed, result, self.work_seconds)
+                if self._on_report is not None:
+                    self._on_report(self)
+            finally:
+                self._reported.set()
+
+    def _disarm(self) -> None:
+        alarm, self._alarm = self._alarm, None
+        if alarm is not None:
+            self.host.watchdog.cancel(alarm)
+
+    def _end(self) -> None:
+        self._disarm()
+        self.host.leave(self)
+
     # -- the steps --------------------------------------------------------------------------
 
-    def run(self) -> Settlement | None:
+    def _execute(self) -> Settlement | None:
         """Run checks 1–6 and the handler; return what to settle (``None``: nothing)."""
         settings, occurrence, cancel = self.settings, self.claimed, self.cancel
+        monotonic = settings.monotonic
+        renew_s = settings.renew_interval_ms / 1000
         job = occurrence.job
-        stale = time.monotonic() - self.claimed_at >= settings.renew_interval_ms / 1000
+        stale = monotonic() - self.claimed_at >= renew_s
         if job is None or stale:
             # Not read by the claim, or the claim waited long enough for the job to change.
             job = settings.store.get_job(occurrence.job_id)
@@ -168,7 +334,7 @@ class Attempt:
                 f"No handler is registered for job kind {job.kind!r}",
                 details={"jobKind": job.kind},
             )
-        authorize_started = time.monotonic()
+        authorize_started = monotonic()
         request = AuthorizationRequest(job, occurrence, cancel or _NOT_CANCELLED)
         try:
             raw = settings.authorize(request)
@@ -198,7 +364,7 @@ class Attempt:
         # Step 5: the lease is still ours. A fresh claim certainly is (it has most of its lease
         # left and the keeper renews it); a claim that waited, or a slow authorizer, is
         # revalidated with a real renew, as the reference does after every authorization.
-        slow = time.monotonic() - authorize_started >= settings.renew_interval_ms / 1000
+        slow = monotonic() - authorize_started >= renew_s
         if stale or slow or self.lease_error is not None:
             try:
                 self.renew()
@@ -248,13 +414,15 @@ class Attempt:
                 retryable=True,
             )
         try:
-            result = normalize_json(value, "result")
+            # The one validation and encoding of the result: stores take a checked settlement
+            # as it is.
+            settlement = self._checked(outcome="succeeded", result=value)
         except InvalidArgument as exc:
             return self._reject(
                 "SCHEDULER_RUNTIME_INVALID_RESULT",
                 f"The handler returned a value that is not storable JSON: {exc.message}",
             )
-        return self._settlement(outcome="succeeded", result=result)
+        return self._claim_settling(settlement)
 
     def _fail(self, error: BaseException) -> Settlement | None:
         if self.state != "running":
@@ -266,7 +434,7 @@ class Attempt:
             policy=self.settings.retry_policy_for(self.kind),
             rng=self.settings.rng,
         )
-        return self._settlement(
+        return self._settle(
             outcome="failed", error=plan.error, retryable=plan.retryable, retry_at=plan.retry_at
         )
 
@@ -314,49 +482,48 @@ class Attempt:
         retryable: bool = False,
         details: dict[str, Any] | None = None,
     ) -> Settlement | None:
-        return self._settlement(
-            **self._rejection(code, message, retryable=retryable, details=details)
-        )
+        return self._settle(**self._rejection(code, message, retryable=retryable, details=details))
 
-    def _settlement(self, **outcome: Any) -> Settlement | None:
-        """Claim the right to settle (state running → settling) and build the settlement."""
-        with self.lock:
-            if self.state != "running":
-                return None
-            self.state = "settling"
-        return Settlement(
+    def _checked(self, **outcome: Any) -> Settlement:
+        return Settlement.checked(
             occurrence_id=self.claimed.id,
             owner_id=self.settings.owner_id,
             fence=self.claimed.fence,
             **outcome,
         )
 
-    def reject_unstarted(self, code: str, message: str) -> Settlement | None:
-        """Settle an attempt that never started (a retryable runtime rejection)."""
-        return self._reject(code, message, retryable=True)
+    def _settle(self, **outcome: Any) -> Settlement | None:
+        return self._claim_settling(self._checked(**outcome))
 
-    def time_out(self, limit_ms: int) -> Settlement | None:
-        """The kind's time limit passed: fail the attempt (retryable) and cancel its handler.
-
-        Returns the settlement to commit, or ``None`` if the attempt already ended otherwise.
-        """
+    def _claim_settling(self, settlement: Settlement) -> Settlement | None:
+        """Claim the right to settle (state running → settling): one ending wins."""
         with self.lock:
             if self.state != "running":
                 return None
+            self.state = "settling"
+        return settlement
+
+    def time_out(self, limit_ms: int) -> None:
+        """The kind's time limit passed (the watchdog's thread): fail the attempt (retryable),
+        cancel its handler and hand the settlement to the commit — unless it already ended."""
+        with self.lock:
+            if self.state != "running":
+                return
         outcome = self._rejection(
             TIMEOUT_CODE,
             f"The handler ran longer than its time limit of {limit_ms} ms",
             retryable=True,
             details={"timeoutMs": limit_ms, "jobKind": self.kind},
         )
-        settlement = self._settlement(**outcome)
-        if settlement is not None:
-            self.timed_out = True
-            if self.context is not None:
-                self.context._cancel("timeout")
-        return settlement
+        settlement = self._settle(**outcome)
+        if settlement is None:
+            return
+        self.timed_out = True
+        if self.context is not None:
+            self.context._cancel("timeout")
+        self._hand_over(settlement)
 
-    def result_of(self, outcome: Occurrence | BaseException) -> RunResult:
+    def _result_of(self, outcome: Occurrence | BaseException) -> RunResult:
         """The run's result once its settlement was committed (or refused)."""
         with self.lock:
             self.state = "done"

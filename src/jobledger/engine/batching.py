@@ -23,22 +23,21 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..clock import Monotonic, monotonic_clock
 from ..contract import MAX_BATCH_SIZE
 from ..errors import LeaseLost, SchedulerError
 from ..models import Occurrence, Settlement
-from ..store import inputs
 from ..store.base import Store
+from .attempt import Done
 
 __all__ = ["ClaimAhead", "Claimed", "Settler", "committed_settlement"]
 
 logger = logging.getLogger("jobledger.worker")
 
-Done = Callable[[Occurrence | BaseException], None]
 # How long a failed batch waits before it is tried again, doubling up to the maximum.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
@@ -74,8 +73,15 @@ def committed_settlement(store: Store, settlement: Settlement) -> Occurrence | N
 class Settler:
     """Commits handed-over settlements in groups on its own thread (see the module docstring)."""
 
-    def __init__(self, store: Store, *, max_batch: int = MAX_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_batch: int = MAX_BATCH_SIZE,
+        monotonic: Monotonic = monotonic_clock,
+    ) -> None:
         self._store = store
+        self._monotonic = monotonic
         self._max_batch = max_batch
         self._changed = threading.Condition()
         self._pending: deque[tuple[Settlement, Done]] = deque()
@@ -98,9 +104,9 @@ class Settler:
 
     def submit(self, settlement: Settlement, done: Done) -> None:
         """Queue ``settlement``; ``done`` is called with its outcome after the commit."""
-        # Validate in the caller's thread: a bad settlement must fail its own attempt, not the
-        # batch it would have joined.
-        inputs.normalize_settlements([settlement])
+        # Validate in the caller's thread (a no-op for an attempt's checked settlement): a bad
+        # settlement must fail its own attempt, not the batch it would have joined.
+        settlement = settlement.check()
         with self._changed:
             if self._thread is None or self._closing:
                 closed = True
@@ -199,16 +205,16 @@ class Settler:
         was left uncommitted."""
         with self._changed:
             thread = self._thread
-            deadline = time.monotonic() + timeout_s
+            deadline = self._monotonic() + timeout_s
             self._changed.wait_for(
                 lambda: not self._pending and not self._in_flight,
-                timeout=max(0.0, deadline - time.monotonic()),
+                timeout=max(0.0, deadline - self._monotonic()),
             )
             left = len(self._pending) + self._in_flight
             self._closing = True
             self._changed.notify_all()
         if thread is not None:
-            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+            thread.join(timeout=max(0.1, deadline - self._monotonic()))
         with self._changed:
             self._thread = None
             abandoned = list(self._pending)
@@ -223,8 +229,9 @@ class Claimed:
     """A claim waiting in the buffer (a lease holder for the keeper until a slot takes it)."""
 
     occurrence: Occurrence
-    claimed_at: float  # monotonic seconds when the claim committed
+    claimed_at: float  # monotonic seconds when the claim committed (or was last renewed)
     lost: LeaseLost | None = None
+    monotonic: Monotonic = field(default=monotonic_clock, repr=False)
 
     @property
     def lease(self) -> Occurrence:
@@ -232,7 +239,7 @@ class Claimed:
 
     def lease_renewed(self, occurrence: Occurrence) -> None:
         self.occurrence = occurrence
-        self.claimed_at = time.monotonic()
+        self.claimed_at = self.monotonic()
 
     def lease_lost(self, error: LeaseLost) -> None:
         self.lost = error
@@ -261,8 +268,10 @@ class ClaimAhead:
         generation: Callable[[], int],
         on_error: Callable[[BaseException], None],
         wake: Callable[[], None] = lambda: None,
+        monotonic: Monotonic = monotonic_clock,
     ) -> None:
         self._claim = claim
+        self._monotonic = monotonic
         self._capacity = capacity
         # Adaptive prefetch (``window_s`` given): hold only as many claims ahead of the ``slots``
         # as cover ``window_s`` of work at the handlers' average duration (an exponentially
@@ -341,8 +350,8 @@ class ClaimAhead:
                 self._wait_for_work(seen, self._stop)
                 continue
             self.claims += 1
-            now = time.monotonic()
-            entries = [Claimed(occurrence, now) for occurrence in claimed]
+            now = self._monotonic()
+            entries = [Claimed(item, now, monotonic=self._monotonic) for item in claimed]
             for entry in entries:
                 self._track(entry)
             with self._changed:

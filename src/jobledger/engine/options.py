@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from ..contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
+from ..contract import MAX_BATCH_SIZE, MAX_LEASE_MS, is_safe_int, normalize_identifier
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument
 
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_POLL_INTERVAL",
     "MAX_CONCURRENCY",
+    "LeaseOptions",
     "WorkerOptions",
 ]
 
@@ -48,6 +49,64 @@ MAX_CONCURRENCY = MAX_BATCH_SIZE
 MAX_PREFETCH = 10 * MAX_BATCH_SIZE
 # An adaptive prefetch holds about this much work (at the observed handler durations).
 PREFETCH_WINDOW = timedelta(milliseconds=200)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOptions:
+    """How long a claim is leased and how often held leases are renewed, validated once.
+
+    ``lease`` is 1 s – 24 h (default 60 s); ``renew_interval`` is how often every held lease is
+    renewed, in one transaction (default: a third of the lease, at least 250 ms), and must be
+    shorter than the lease. :class:`~jobledger.Runtime`, :class:`WorkerOptions`,
+    :class:`~jobledger.App` and ``jobledger worker`` all take their lease settings through this
+    one object, so they are checked in one place with one error code
+    (``SCHEDULER_INVALID_ARGUMENT``, ``details.field`` naming the setting).
+    """
+
+    lease: timedelta = DEFAULT_LEASE
+    renew_interval: timedelta | None = None
+    lease_ms: int = field(init=False, repr=False, compare=False)
+    renew_interval_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        lease_ms = ms_from_timedelta(self.lease, "lease", minimum_ms=MIN_LEASE_MS)
+        if lease_ms > MAX_LEASE_MS:
+            raise InvalidArgument("lease must be at most 24 hours", details={"field": "lease"})
+        if self.renew_interval is None:
+            renew_ms = default_renew_interval_ms(lease_ms)
+        else:
+            renew_ms = ms_from_timedelta(self.renew_interval, "renew_interval", minimum_ms=1)
+            if renew_ms >= lease_ms:
+                raise InvalidArgument(
+                    "renew_interval must be shorter than the lease",
+                    details={"field": "renew_interval"},
+                )
+        object.__setattr__(self, "lease_ms", lease_ms)
+        object.__setattr__(self, "renew_interval_ms", renew_ms)
+
+    @classmethod
+    def from_ms(cls, lease_ms: object, renew_interval_ms: object = None) -> LeaseOptions:
+        """The same settings as integer milliseconds (``Runtime(lease_ms=…)``)."""
+        for name, value in (("lease_ms", lease_ms), ("renew_interval_ms", renew_interval_ms)):
+            if value is not None and not is_safe_int(value):
+                raise InvalidArgument(
+                    f"{name} must be an integer number of milliseconds", details={"field": name}
+                )
+        try:
+            return cls(
+                timedelta(milliseconds=lease_ms),  # type: ignore[arg-type]
+                None
+                if renew_interval_ms is None
+                else timedelta(milliseconds=renew_interval_ms),  # type: ignore[arg-type]
+            )
+        except InvalidArgument as exc:
+            field_name = {"lease": "lease_ms", "renew_interval": "renew_interval_ms"}.get(
+                (exc.details or {}).get("field", ""), "lease_ms"
+            )
+            raise InvalidArgument(
+                exc.message.replace((exc.details or {}).get("field", ""), field_name, 1),
+                details={"field": field_name},
+            ) from exc
 
 
 def default_prefetch(concurrency: int) -> int:
@@ -146,20 +205,7 @@ class WorkerOptions:
             object.__setattr__(
                 self, "workspace_id", normalize_identifier(self.workspace_id, "workspace_id")
             )
-        lease_ms = ms_from_timedelta(
-            DEFAULT_LEASE if self.lease is None else self.lease,
-            "lease",
-            minimum_ms=MIN_LEASE_MS,
-        )
-        if lease_ms > MAX_LEASE_MS:
-            raise InvalidArgument("lease must be at most 24 hours", details={"field": "lease"})
-        if self.renew_interval is not None:
-            renew_ms = ms_from_timedelta(self.renew_interval, "renew_interval", minimum_ms=1)
-            if renew_ms >= lease_ms:
-                raise InvalidArgument(
-                    "renew_interval must be shorter than the lease",
-                    details={"field": "renew_interval"},
-                )
+        self.leases  # noqa: B018 - validates lease and renew_interval (LeaseOptions)
         ms_from_timedelta(self.poll_interval, "poll_interval", minimum_ms=1)
         if (
             type(self.poll_jitter) not in (int, float)
@@ -194,14 +240,19 @@ class WorkerOptions:
     # -- derived values, in milliseconds ----------------------------------------------------
 
     @property
+    def leases(self) -> LeaseOptions:
+        """The lease settings as one validated object (the defaults where unset)."""
+        return LeaseOptions(
+            DEFAULT_LEASE if self.lease is None else self.lease, self.renew_interval
+        )
+
+    @property
     def lease_ms(self) -> int:
-        return ms_from_timedelta(DEFAULT_LEASE if self.lease is None else self.lease, "lease")
+        return self.leases.lease_ms
 
     @property
     def renew_interval_ms(self) -> int:
-        if self.renew_interval is None:
-            return default_renew_interval_ms(self.lease_ms)
-        return ms_from_timedelta(self.renew_interval, "renew_interval")
+        return self.leases.renew_interval_ms
 
     @property
     def effective_prefetch(self) -> int:

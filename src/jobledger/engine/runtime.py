@@ -1,4 +1,4 @@
-"""The runtime façade: claim occurrences and run each as an
+r"""The runtime façade: claim occurrences and run each as an
 :class:`~jobledger.engine.attempt.Attempt`.
 
 :class:`Runtime` holds the configuration (store, handlers with their retry policy and time
@@ -8,8 +8,9 @@ transaction), one :class:`~jobledger.engine.watchdog.Watchdog` (time limits) and
 ``async def`` handlers. Its entry points run one occurrence at a time in the calling thread —
 :meth:`~Runtime.run_next`, :meth:`~Runtime.run_occurrence`, :meth:`~Runtime.run_until_idle`,
 :meth:`~Runtime.run_claimed` — committing each settlement at once; a
-:class:`~jobledger.Worker` drives :meth:`~Runtime.start_attempt` from many slots and
-group-commits the settlements instead.
+:class:`~jobledger.Worker` runs :meth:`~Runtime.attempt`\ s from many slots and group-commits
+their settlements instead. Either way one :class:`~jobledger.engine.attempt.Attempt` owns each
+attempt's life; the runtime is its host (:class:`~jobledger.engine.attempt.AttemptHost`).
 """
 
 from __future__ import annotations
@@ -19,26 +20,25 @@ import os
 import random
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from ..clock import Clock
-from ..contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
+from ..clock import Clock, Monotonic, monotonic_clock
+from ..contract import is_safe_int, normalize_identifier
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, NotFound, RuntimeRejection
-from ..models import Occurrence, RunResult, RunStatus, Settlement
+from ..models import Occurrence, RunResult, RunStatus
 from ..store.base import Store
-from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
+from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, Commit, CommitNow
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper
 from .loop import EventLoopThread
-from .observe import NO_OBSERVER, Observer, attempt_fields, notify
-from .options import DEFAULT_LEASE_MS, MIN_LEASE_MS, default_renew_interval_ms
+from .observe import NO_OBSERVER, Observer, notify
+from .options import DEFAULT_LEASE_MS, LeaseOptions
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
 from .watchdog import Watchdog
 
@@ -60,11 +60,6 @@ _STORE_METHODS = (
     "settle_batch",
     "release_lease",
 )
-
-# What a slot hands a settlement to: commit it now (a runtime) or with others (a worker's
-# settler); ``done`` is called with the committed occurrence, a LeaseLost, or the error.
-Commit = Callable[[Settlement, Callable[[Occurrence | BaseException], None]], None]
-
 
 @dataclass(frozen=True, slots=True)
 class RuntimeRunSummary:
@@ -109,13 +104,15 @@ class Runtime:
 
     ``authorize`` is required: pass a callable receiving an
     :class:`~jobledger.AuthorizationRequest`, or name :func:`jobledger.allow_all` explicitly.
-    ``lease_ms`` / ``renew_interval_ms`` time the leases (every held lease is renewed together
-    every ``renew_interval_ms``, default a third of the lease); ``clock`` is used for retry
-    instants (default: the store's :meth:`~jobledger.Store.now`, which on PostgreSQL is the
-    database clock); ``heartbeat`` drives the renewals (a thread by default,
-    ``ManualHeartbeat`` in tests); ``retry_policy`` / ``retry_policies`` (per kind) choose
-    backoff delays; ``rng`` feeds jitter; ``watchdog`` enforces per-kind time limits;
-    ``observer`` hears about claims, attempts and lost leases (metrics).
+    ``leases`` (a :class:`~jobledger.engine.options.LeaseOptions`) — or ``lease_ms`` /
+    ``renew_interval_ms`` — time the leases (every held lease is renewed together every renew
+    interval, default a third of the lease); ``clock`` is used for retry instants (default: the
+    store's :meth:`~jobledger.Store.now`, which on PostgreSQL is the database clock);
+    ``monotonic`` measures elapsed time in this process (how fresh a claim is); ``heartbeat``
+    drives the renewals (a thread by default, ``ManualHeartbeat`` in tests); ``retry_policy`` /
+    ``retry_policies`` (per kind) choose backoff delays; ``rng`` feeds jitter; ``watchdog``
+    enforces per-kind time limits; ``observer`` hears about claims, attempts and lost leases
+    (metrics).
     """
 
     def __init__(
@@ -125,9 +122,11 @@ class Runtime:
         handlers: Mapping[str, Handler] | Iterable[tuple[str, Handler]] | None = None,
         authorize: Authorizer | None = None,
         owner_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
+        lease_ms: int | None = None,
         renew_interval_ms: int | None = None,
+        leases: LeaseOptions | None = None,
         clock: Clock | None = None,
+        monotonic: Monotonic = monotonic_clock,
         heartbeat: HeartbeatDriver | None = None,
         retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
         retry_policies: Mapping[str, BackoffPolicy] | None = None,
@@ -148,19 +147,18 @@ class Runtime:
                 "SCHEDULER_RUNTIME_AUTHORIZER_REQUIRED",
                 "an authorize callable is required; pass jobledger.allow_all to allow everything",
             )
-        if not is_safe_int(lease_ms) or not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
-            raise _rejection(
-                "SCHEDULER_RUNTIME_INVALID_LEASE",
-                f"lease_ms must be an integer between {MIN_LEASE_MS} and {MAX_LEASE_MS}",
+        if leases is None:
+            leases = LeaseOptions.from_ms(
+                DEFAULT_LEASE_MS if lease_ms is None else lease_ms, renew_interval_ms
             )
-        interval = (
-            default_renew_interval_ms(lease_ms) if renew_interval_ms is None else renew_interval_ms
-        )
-        if not is_safe_int(interval) or not 1 <= interval < lease_ms:
-            raise _rejection(
-                "SCHEDULER_RUNTIME_INVALID_RENEW_INTERVAL",
-                "renew_interval_ms must be an integer between 1 and lease_ms - 1",
+        elif lease_ms is not None or renew_interval_ms is not None:
+            raise InvalidArgument(
+                "pass leases or lease_ms/renew_interval_ms, not both", details={"field": "leases"}
             )
+        elif not isinstance(leases, LeaseOptions):
+            raise InvalidArgument("leases must be a LeaseOptions", details={"field": "leases"})
+        if not callable(monotonic):
+            raise InvalidArgument("monotonic must be a callable returning seconds")
         driver = ThreadHeartbeat() if heartbeat is None else heartbeat
         if not callable(getattr(driver, "start", None)):
             raise _rejection(
@@ -175,9 +173,11 @@ class Runtime:
         except InvalidArgument as exc:
             raise InvalidArgument(f"owner_id is invalid: {exc.message}") from exc
         self.store = store
-        self.lease_ms: int = lease_ms
-        self.renew_interval_ms: int = interval
+        self.leases = leases
+        self.lease_ms: int = leases.lease_ms
+        self.renew_interval_ms: int = leases.renew_interval_ms
         self.clock: Clock = store.now if clock is None else clock
+        self.monotonic = monotonic
         self._authorize = authorize
         self._rng = rng or random.Random()
         self._default_policy = self._check_policy(retry_policy, "retry_policy")
@@ -191,7 +191,11 @@ class Runtime:
             raise InvalidArgument("observer must be a jobledger.engine.observe.Observer")
         self.observer: Observer = observer or NO_OBSERVER
         self.keeper = LeaseKeeper(
-            store, owner_id=self.owner_id, lease_ms=lease_ms, interval_ms=interval, driver=driver
+            store,
+            owner_id=self.owner_id,
+            lease_ms=leases.lease_ms,
+            interval_ms=leases.renew_interval_ms,
+            driver=driver,
         )
         self._active: dict[int, Attempt] = {}
         self._active_lock = threading.Lock()
@@ -339,7 +343,7 @@ class Runtime:
         # that waited longer than a renew interval is revalidated before it runs.
         expires = claimed.lease_expires_at or 0
         age_ms = max(0, self.clock() - (expires - self.lease_ms))
-        return self._run_now(claimed, cancel_event, claimed_at=time.monotonic() - age_ms / 1000)
+        return self._run_now(claimed, cancel_event, claimed_at=self.monotonic() - age_ms / 1000)
 
     def claim_batch(
         self,
@@ -426,84 +430,68 @@ class Runtime:
         claimed_at: float | None = None,
     ) -> RunResult:
         """One attempt in this thread, its settlement committed before returning."""
-        done: list[RunResult] = []
-
-        def commit(
-            settlement: Settlement, finish: Callable[[Occurrence | BaseException], None]
-        ) -> None:
-            try:
-                [outcome] = self.store.settle_batch([settlement])
-            except BaseException as exc:
-                finish(exc)
-                raise
-            finish(outcome)
-
-        running = self.start_attempt(
-            claimed, cancel_event, commit=commit, report=done.append, claimed_at=claimed_at
+        attempt = self.attempt(
+            claimed, commit=CommitNow(self.store), cancel=cancel_event, claimed_at=claimed_at
         )
-        self.execute(running)
+        attempt.run()
         # A time limit settles from the watchdog's thread; wait for that commit to finish.
-        running.wait_reported()
-        return done[0]
+        return attempt.wait_reported()
 
-    # -- attempts (also driven by a worker's slots) -----------------------------------------
+    # -- hosting attempts (also run by a worker's slots) ------------------------------------
 
-    def _settings(self) -> AttemptSettings:
-        # One immutable settings object per runtime configuration (handlers and policies are
-        # looked up through bound methods, so later registrations are seen).
-        if self._attempt_settings is None:
-            self._attempt_settings = self._make_settings()
-        return self._attempt_settings
-
-    def _make_settings(self) -> AttemptSettings:
-        return AttemptSettings(
-            store=self.store,
-            owner_id=self.owner_id,
-            lease_ms=self.lease_ms,
-            renew_interval_ms=self.renew_interval_ms,
-            clock=self.clock,
-            authorize=self._authorize,
-            loop=self._loop,
-            rng=self._rng,
-            handler_for=self.handler_for,
-            retry_policy_for=self.retry_policy_for,
-            observer=self.observer,
-        )
-
-    def start_attempt(
+    def attempt(
         self,
         claimed: Occurrence,
-        cancel_event: threading.Event | None,
         *,
         commit: Commit,
-        report: Callable[[RunResult], None],
+        cancel: threading.Event | None = None,
         claimed_at: float | None = None,
-    ) -> RunningAttempt:
-        """Register a claimed occurrence as an attempt of this runtime (lease kept, time limit
-        armed); :meth:`execute` then runs it. ``commit`` writes its settlement and ``report``
-        receives its :class:`RunResult` once the outcome is known."""
-        attempt = Attempt(self._settings(), claimed, cancel_event, claimed_at=claimed_at)
-        running = RunningAttempt(self, attempt, commit, report)
-        try:
-            self.keeper.track(attempt)
-        except Exception:
-            # Without a heartbeat the lease would run out under the handler: do not start it,
-            # give the attempt back as a retryable failure instead.
-            logger.exception("starting the lease heartbeat failed", extra=attempt_fields(claimed))
-            running.cannot_start()
-            return running
+        on_report: Callable[[Attempt], None] | None = None,
+    ) -> Attempt:
+        """An attempt of this runtime for a claimed occurrence; :meth:`Attempt.run` runs it.
+
+        ``commit`` writes its settlement; ``on_report`` hears once that it is over;
+        ``claimed_at`` is when the claim committed (this runtime's monotonic seconds).
+        """
+        return Attempt(
+            self,
+            claimed,
+            commit=commit,
+            cancel=cancel,
+            claimed_at=claimed_at,
+            on_report=on_report,
+        )
+
+    @property
+    def attempt_settings(self) -> AttemptSettings:
+        """What every attempt of this runtime shares (made once; handlers and policies are
+        looked up through bound methods, so later registrations are seen)."""
+        if self._attempt_settings is None:
+            self._attempt_settings = AttemptSettings(
+                store=self.store,
+                owner_id=self.owner_id,
+                lease_ms=self.lease_ms,
+                renew_interval_ms=self.renew_interval_ms,
+                clock=self.clock,
+                monotonic=self.monotonic,
+                authorize=self._authorize,
+                loop=self._loop,
+                rng=self._rng,
+                handler_for=self.handler_for,
+                retry_policy_for=self.retry_policy_for,
+                timeout_for=self.timeout_for,
+                observer=self.observer,
+            )
+        return self._attempt_settings
+
+    def enter(self, attempt: Attempt) -> None:
+        """Keep ``attempt``'s lease renewed and count it in flight (:class:`AttemptHost`)."""
+        self.keeper.track(attempt)
         with self._active_lock:
             self._active[id(attempt)] = attempt
-        limit = self.timeout_for(claimed.kind)
-        if limit is not None:
-            running.alarm = self.watchdog.watch(limit / 1000, lambda: running.time_out(limit))
-        return running
 
-    def execute(self, running: RunningAttempt) -> None:
-        """Run a registered attempt in this thread (see :meth:`start_attempt`)."""
-        running.run()
-
-    def _forget(self, attempt: Attempt) -> None:
+    def leave(self, attempt: Attempt) -> None:
+        """``attempt`` is over: stop renewing its lease (:class:`AttemptHost`)."""
         self.keeper.untrack(attempt)
         with self._active_lock:
             self._active.pop(id(attempt), None)
@@ -550,125 +538,6 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class RunningAttempt:
-    """An attempt registered with its runtime: runs it, commits its settlement, reports it."""
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        attempt: Attempt,
-        commit: Commit,
-        report: Callable[[RunResult], None],
-    ) -> None:
-        self.runtime = runtime
-        self.attempt = attempt
-        self._commit = commit
-        self._report_to = report
-        self.alarm: int | None = None
-        # Only a caller waiting in this thread (Runtime._run_now) needs to know when the result
-        # was reported; a worker's slot moves on. The event is made on demand.
-        self._reported = False
-        self._reported_event: threading.Event | None = None
-        self._reported_lock = threading.Lock()
-        self._not_started = False
-        self._started = 0.0
-        self._duration = 0.0
-
-    def _report(self, result: RunResult) -> None:
-        try:
-            notify(
-                self.runtime.observer,
-                "finished",
-                self.attempt.claimed,
-                result,
-                self._duration,
-            )
-            self._report_to(result)
-        finally:
-            self._mark_reported()
-
-    def _mark_reported(self) -> None:
-        with self._reported_lock:
-            self._reported = True
-            event = self._reported_event
-        if event is not None:
-            event.set()
-
-    def wait_reported(self) -> None:
-        """Block until this attempt's result was reported (a time limit reports from the
-        watchdog's thread)."""
-        with self._reported_lock:
-            if self._reported:
-                return
-            if self._reported_event is None:
-                self._reported_event = threading.Event()
-            event = self._reported_event
-        event.wait()
-
-    def cannot_start(self) -> None:
-        """The attempt could not be registered: settle it as a retryable timer failure."""
-        self._not_started = True
-        settlement = self.attempt.reject_unstarted(
-            "SCHEDULER_RUNTIME_TIMER_FAILED", "Could not start the lease heartbeat"
-        )
-        if settlement is not None:
-            self._commit(settlement, self._finish)
-
-    def run(self) -> None:
-        if self._not_started:
-            return
-        notify(self.runtime.observer, "started", self.attempt.claimed)
-        self._started = time.monotonic()
-        try:
-            settlement = self.attempt.run()
-        except BaseException as exc:
-            self._end()
-            self._observe_failure(exc)
-            raise
-        finally:
-            self._duration = time.monotonic() - self._started
-        self._disarm()
-        if settlement is not None:
-            self._commit(settlement, self._finish)
-            return
-        if self.attempt.timed_out:
-            return  # the time limit's settlement reports this attempt
-        self._end()
-        self._report(self.attempt.gone())
-
-    def time_out(self, limit_ms: int) -> None:
-        settlement = self.attempt.time_out(limit_ms)
-        if settlement is not None:
-            self._duration = time.monotonic() - self._started
-            self._commit(settlement, self._finish)
-
-    def _finish(self, outcome: Occurrence | BaseException) -> None:
-        self._end()
-        try:
-            result = self.attempt.result_of(outcome)
-        except BaseException as exc:
-            # A storage failure of the settle itself: the lease runs out and the occurrence is
-            # retried; the caller that committed sees the error.
-            self._observe_failure(exc)
-            self._mark_reported()
-            return
-        self._report(result)
-
-    def _observe_failure(self, error: BaseException) -> None:
-        """Tell the observer the attempt ended without a result (so gauges stay right)."""
-        aborted = RunResult("aborted", self.attempt.claimed, error={"code": type(error).__name__})
-        notify(self.runtime.observer, "finished", self.attempt.claimed, aborted, self._duration)
-
-    def _disarm(self) -> None:
-        if self.alarm is not None:
-            self.runtime.watchdog.cancel(self.alarm)
-            self.alarm = None
-
-    def _end(self) -> None:
-        self._disarm()
-        self.runtime._forget(self.attempt)
 
 
 def _kind_pairs(value: object, field: str) -> list[tuple[Any, Any]]:

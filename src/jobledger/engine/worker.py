@@ -24,6 +24,11 @@ settling by group commit, planning schedules, shutting down gracefully.
   ``grace_period`` to finish and settle; then the rest are abandoned: handlers are cancelled and
   their leases released (``reason="worker_shutdown"``), so another worker can claim them at once
   with the attempt handed back. A second signal skips the rest of the grace period.
+* **Housekeeping** — announcing the worker, reaping dead workers' leases, heartbeats, pruning
+  and the planner loop belong to :class:`~jobledger.engine.housekeeping.Housekeeper`.
+* **Services** — objects with ``start()``/``close()`` that live as long as :meth:`Worker.run`
+  (``services=``): :meth:`App.worker <jobledger.App.worker>` adds the Prometheus endpoint this
+  way when ``metrics_port`` is set, so the engine never imports the metrics layer.
 * **Tests** — :meth:`Worker.run_once` claims and runs up to ``limit`` occurrences in the calling
   thread; no threads, no sleeping.
 """
@@ -31,31 +36,27 @@ settling by group commit, planning schedules, shutting down gracefully.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import signal
-import socket
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import FrameType, ModuleType
-from typing import Any
+from types import FrameType
+from typing import Any, Protocol
 
 from ..contract import is_safe_int
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, SchedulerError
-from ..models import Occurrence, RunResult, Settlement
-from ..store.base import OwnerLockHandle
-from ..version import __version__
-from .attempt import SHUTDOWN_REASON
-from .batching import ClaimAhead, Settler
-from .observe import attempt_fields, notify
+from ..models import Occurrence, RunResult
+from .attempt import SHUTDOWN_REASON, Attempt
+from .batching import ClaimAhead, Claimed, Settler
+from .housekeeping import Housekeeper
+from .observe import attempt_fields
 from .options import PREFETCH_WINDOW, WorkerOptions
 from .runtime import Runtime
 
-__all__ = ["Worker", "WorkerSummary", "metrics_module"]
+__all__ = ["Service", "Worker", "WorkerSummary"]
 
 logger = logging.getLogger("jobledger.worker")
 
@@ -66,6 +67,14 @@ _SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers 
 ABANDON_WAIT_S = 2.0
 # How long the settler may take to commit what slots handed over, after the slots stopped.
 FLUSH_WAIT_S = 10.0
+
+
+class Service(Protocol):
+    """Something that runs as long as a worker does (started before its slots, closed after)."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -88,7 +97,9 @@ class Worker:
     Settings come from ``options`` (a :class:`~jobledger.WorkerOptions`), or as keyword
     arguments with the same names (``Worker(runtime, concurrency=4)``). The lease settings
     (``lease``, ``renew_interval``, ``owner_id``) belong to the runtime: leave them unset or
-    equal to the runtime's.
+    equal to the runtime's. ``services`` run beside the slots for as long as :meth:`run` does;
+    a worker given ``metrics_port`` needs the metrics service among them, which
+    :meth:`App.worker <jobledger.App.worker>` (and ``jobledger worker``) add.
     """
 
     def __init__(
@@ -97,6 +108,7 @@ class Worker:
         options: WorkerOptions | None = None,
         *,
         rng: random.Random | None = None,
+        services: Sequence[Service] = (),
         **settings: Any,
     ) -> None:
         if not isinstance(runtime, Runtime):
@@ -128,17 +140,32 @@ class Worker:
                 "the runtime has no handlers: register one (app.handler) or name kinds",
                 details={"field": "kinds"},
             )
+        if not all(callable(getattr(s, "start", None)) for s in services):
+            raise InvalidArgument(
+                "services must have start() and close()", details={"field": "services"}
+            )
         self.runtime = runtime
         self.options = options
         self.kinds = frozenset(kinds)
+        self.services = tuple(services)
         self._rng = rng or random.Random()
+        self._monotonic = runtime.monotonic
         self._stop = threading.Event()
         self._force = threading.Event()
         self._running = threading.Event()
         self._lock = threading.Lock()
         self._summary = WorkerSummary()
-        self._owner_lock: OwnerLockHandle | None = None
         self._feed: ClaimAhead | None = None
+        self.housekeeper = Housekeeper(
+            runtime.store,
+            owner_id=runtime.owner_id,
+            options=options,
+            kinds=self.kinds,
+            observer=runtime.observer,
+            monotonic=self._monotonic,
+            record=self._count,
+            poll_timeout=self._poll_timeout,
+        )
 
     # Convenience views of the options (the figures a supervisor usually wants).
     @property
@@ -207,12 +234,19 @@ class Worker:
         Signal handlers are installed only when called from the main thread, and the previous
         handlers are restored on return.
         """
+        if self.options.metrics_port is not None and not self.services:
+            raise InvalidArgument(
+                "metrics_port is served by the metrics service, which App.worker() and "
+                "`jobledger worker` add; a Worker built directly needs "
+                "services=[jobledger.metrics.MetricsService(...)]",
+                details={"field": "metrics_port"},
+            )
         stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
         runtime, options = self.runtime, self.options
         store = runtime.store
-        settler = Settler(store)
+        settler = Settler(store, monotonic=self._monotonic)
         feed = ClaimAhead(
             lambda limit: runtime.claim_batch(
                 limit, kinds=self.kinds, workspace_id=options.workspace_id
@@ -230,6 +264,7 @@ class Worker:
             generation=lambda: store.work_signal.generation,
             on_error=lambda exc: logger.error("claiming failed: %s", exc, exc_info=exc),
             wake=store.work_signal.notify,
+            monotonic=self._monotonic,
         )
         self._feed = feed
         slots = [
@@ -242,18 +277,20 @@ class Worker:
             for n in range(options.concurrency)
         ]
         helpers: list[threading.Thread] = []
-        metrics = None
+        started: list[Service] = []
         runtime.keeper.hold_open()
         try:
-            metrics = self._serve_metrics()
-            self._announce()
+            for service in self.services:
+                service.start()
+                started.append(service)
+            self.housekeeper.announce()
             settler.start()
             feed.start()
             for slot in slots:
                 slot.start()
-            helpers.append(self._start(self._housekeeping, stop, "jobledger-housekeeping"))
+            helpers.append(self._start(self.housekeeper.run, stop, "jobledger-housekeeping"))
             if options.planner:
-                helpers.append(self._start(self._plan_loop, stop, "jobledger-planner"))
+                helpers.append(self._start(self.housekeeper.plan, stop, "jobledger-planner"))
             self._running.set()
             while not stop.wait(0.5):
                 if not any(slot.is_alive() for slot in slots):
@@ -274,10 +311,13 @@ class Worker:
                     helper.join(timeout=5)
                 self._summary.claim_transactions = feed.claims
                 self._summary.settle_transactions = settler.batches
-                self._farewell()
+                self.housekeeper.farewell()
             finally:
-                if metrics is not None:
-                    metrics.close()
+                for service in reversed(started):
+                    try:
+                        service.close()
+                    except Exception:
+                        logger.exception("closing a worker service failed")
                 runtime.keeper.release_hold()
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
@@ -308,51 +348,46 @@ class Worker:
         return previous
 
     def _slot(self, stop: threading.Event, feed: ClaimAhead, settler: Settler) -> None:
-        runtime = self.runtime
         try:
             while True:
                 claimed = feed.take(stop)
                 if claimed is None:
                     return
-                # The claim stays counted against the worker's capacity until its result is
-                # committed (its lease is held until then), not merely until its handler ends.
-                timing = _Release(feed)
-                release = _Once(timing)
-
-                def commit(
-                    settlement: Settlement,
-                    finish: Callable[[Occurrence | BaseException], None],
-                    timing: _Release = timing,
-                ) -> None:
-                    timing.handler_done()
-                    settler.submit(settlement, finish)
-
-                def report(result: RunResult, release: _Once = release) -> None:
-                    try:
-                        self._record(result)
-                    finally:
-                        release()
-
-                try:
-                    running = runtime.start_attempt(
-                        claimed.occurrence,
-                        None,
-                        commit=commit,
-                        report=report,
-                        claimed_at=claimed.claimed_at,
-                    )
-                    runtime.execute(running)
-                except Exception:
-                    logger.exception(
-                        "running occurrence %s failed",
-                        claimed.occurrence.id,
-                        extra=attempt_fields(claimed.occurrence),
-                    )
-                    release()
+                self._run_claimed(claimed, feed, settler)
         except BaseException:
             # SystemExit from a handler ends a thread silently; say why this slot is gone.
             logger.exception("a worker slot stopped unexpectedly")
             raise
+
+    def _run_claimed(self, claimed: Claimed, feed: ClaimAhead, settler: Settler) -> None:
+        """Run one buffered claim as an attempt whose settlement the settler group-commits.
+
+        The claim stays counted against the worker's capacity until its result is committed
+        (its lease is held until then), not merely until its handler ends; what the adaptive
+        prefetch learns is the attempt's own work, up to the hand-over of its settlement.
+        """
+
+        def reported(attempt: Attempt) -> None:
+            try:
+                if attempt.result is not None:
+                    self._record(attempt.result)
+            finally:
+                feed.done(attempt.work_seconds)
+
+        attempt = self.runtime.attempt(
+            claimed.occurrence,
+            commit=settler,
+            claimed_at=claimed.claimed_at,
+            on_report=reported,
+        )
+        try:
+            attempt.run()
+        except Exception:
+            logger.exception(
+                "running occurrence %s failed",
+                claimed.occurrence.id,
+                extra=attempt_fields(claimed.occurrence),
+            )
 
     def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
         if not stop.is_set():
@@ -380,10 +415,11 @@ class Worker:
                 self._summary.released.append(released)
 
     def _shutdown(self, slots: list[threading.Thread], force: threading.Event) -> None:
-        deadline = time.monotonic() + self.grace_period_ms / 1000
+        monotonic = self._monotonic
+        deadline = monotonic() + self.grace_period_ms / 1000
         while not force.is_set():
             alive = [slot for slot in slots if slot.is_alive()]
-            remaining = deadline - time.monotonic()
+            remaining = deadline - monotonic()
             if not alive or remaining <= 0:
                 break
             alive[0].join(timeout=min(remaining, 0.1))
@@ -392,7 +428,7 @@ class Worker:
         self._summary.forced = True
         # Repeat until the slots exit: a slot may have started an attempt just before the stop
         # and only registered it after the first call, and that lease must be given back too.
-        abandon_deadline = time.monotonic() + ABANDON_WAIT_S
+        abandon_deadline = monotonic() + ABANDON_WAIT_S
         while True:
             released = self.runtime.abandon_all(SHUTDOWN_REASON)
             if released:
@@ -400,160 +436,20 @@ class Worker:
             with self._lock:
                 self._summary.released.extend(released)
             alive = [slot for slot in slots if slot.is_alive()]
-            remaining = abandon_deadline - time.monotonic()
+            remaining = abandon_deadline - monotonic()
             if not alive or remaining <= 0:
                 break
             alive[0].join(timeout=min(remaining, 0.05))
 
-    # -- planning and housekeeping ----------------------------------------------------------
-
-    def _plan_loop(self, stop: threading.Event) -> None:
-        from ..planning.planner import Planner
-
-        planner = Planner(self.runtime.store)
-        longest = ms_from_timedelta(self.options.plan_interval, "plan_interval") / 1000
-        while not stop.is_set():
-            wait = longest
-            try:
-                report = planner.tick()
-                with self._lock:
-                    self._summary.plans += 1
-                if report.enqueued:
-                    logger.info("planned %d occurrence(s)", len(report.enqueued))
-                notify(
-                    self.runtime.observer,
-                    "planned",
-                    report.enqueued,
-                    len(report.skipped),
-                    report.now,
-                )
-                if report.next_due_at is not None:
-                    wait = min(wait, max(0.0, (report.next_due_at - report.now) / 1000))
-            except SchedulerError:
-                logger.exception("planning failed; trying again")
-                wait = min(wait, self._poll_timeout())
-            stop.wait(max(wait, 0.001))
-
-    def _housekeeping(self, stop: threading.Event) -> None:
-        """Every ``reap_interval``: end the leases of dead workers. Every
-        ``heartbeat_interval``: record this worker alive. At the liveness lock's own
-        ``refresh_interval`` (PostgreSQL): check its session, taking the lock back at once if
-        the session ended. Every ``prune_interval`` with ``retention``: prune settled history."""
-        options = self.options
-        seconds = {
-            "reap": ms_from_timedelta(options.reap_interval, "reap_interval") / 1000,
-            "beat": ms_from_timedelta(options.heartbeat_interval, "heartbeat_interval") / 1000,
-            "prune": ms_from_timedelta(options.prune_interval, "prune_interval") / 1000,
-        }
-        lock = self._owner_lock
-        if lock is not None and lock.refresh_interval is not None:
-            seconds["liveness"] = ms_from_timedelta(lock.refresh_interval, "refresh") / 1000
-        due = dict.fromkeys(seconds, time.monotonic())
-        if options.retention is None:
-            del due["prune"]
-        while not stop.is_set():
-            now = time.monotonic()
-            for task in [name for name, at in due.items() if at <= now]:
-                due[task] = now + seconds[task]
-                try:
-                    getattr(self, f"_{task}")()
-                except SchedulerError:
-                    logger.exception("worker housekeeping (%s) failed", task)
-            stop.wait(max(0.01, min(due.values()) - time.monotonic()))
-
-    def _reap(self) -> None:
-        store, me = self.runtime.store, self.runtime.owner_id
-        for holder in store.lease_holders():
-            if holder.owner_id != me and store.owner_gone(holder.owner_id):
-                expired = store.expire_leases_of(holder.owner_id, reason="owner_gone")
-                if expired:
-                    logger.warning(
-                        "worker %s is gone: ended its %d lease(s) so others take them over now",
-                        holder.owner_id,
-                        len(expired),
-                    )
-                    with self._lock:
-                        self._summary.reaped += len(expired)
-
-    def _beat(self) -> None:
-        self.runtime.store.touch_worker(self.runtime.owner_id)
-
-    def _liveness(self) -> None:
-        lock = self._owner_lock
-        if lock is not None:
-            lock.refresh()
-
-    def _prune(self) -> None:
-        retention = self.options.retention
-        assert retention is not None
-        store = self.runtime.store
-        cutoff = store.now() - ms_from_timedelta(retention, "retention")
-        report = store.prune(before=max(0, cutoff), actor=self.runtime.owner_id)
-        if report.occurrences:
-            logger.info("pruned %d settled occurrence(s)", report.occurrences)
-
-    def _serve_metrics(self) -> Any:
-        """Serve Prometheus metrics when ``metrics_port`` is set (needs ``jobledger[metrics]``)."""
-        options = self.options
-        if options.metrics_port is None:
-            return None
-        metrics = metrics_module()
-        observer = self.runtime.observer
-        prometheus = observer if isinstance(observer, metrics.PrometheusObserver) else None
-        if prometheus is None:
-            logger.warning(
-                "the runtime has no PrometheusObserver: serving only the store's metrics "
-                "(App.worker(metrics_port=…) sets one up)"
-            )
-        server = metrics.serve_metrics(
-            self.runtime.store,
-            host=options.metrics_host,
-            port=options.metrics_port,
-            observer=prometheus,
-        )
-        logger.info("serving metrics on %s", server.url)
-        return server
-
-    def _announce(self) -> None:
-        options = self.options
-        store = self.runtime.store
-        # The liveness lock first: once registered with it, other workers may reap our leases
-        # the moment it is free.
-        try:
-            self._owner_lock = store.hold_owner_lock(self.runtime.owner_id)
-        except SchedulerError:
-            logger.exception("could not take this worker's liveness lock")
-            self._owner_lock = None
-        info = {
-            "kinds": sorted(self.kinds),
-            "concurrency": options.concurrency,
-            "prefetch": options.effective_prefetch,
-            "planner": options.planner,
-            "liveness": "none" if self._owner_lock is None else self._owner_lock.kind,
-            "version": __version__,
-        }
-        try:
-            self.runtime.store.register_worker(
-                worker_id=self.runtime.owner_id,
-                hostname=socket.gethostname() or "localhost",
-                pid=os.getpid(),
-                info=info,
-            )
-        except SchedulerError:
-            logger.exception("could not record this worker in the store")
-
-    def _farewell(self) -> None:
-        try:
-            self.runtime.store.stop_worker(self.runtime.owner_id)
-        except SchedulerError:
-            logger.exception("could not record this worker's stop")
-        lock, self._owner_lock = self._owner_lock, None
-        if lock is not None:
-            lock.close()
+    # -- the summary ------------------------------------------------------------------------
 
     def _record(self, result: RunResult) -> None:
         with self._lock:
             self._summary.statuses[result.status] += 1
+
+    def _count(self, name: str, amount: int) -> None:
+        with self._lock:
+            setattr(self._summary, name, getattr(self._summary, name) + amount)
 
     @property
     def summary(self) -> WorkerSummary:
@@ -569,53 +465,3 @@ class Worker:
                 plans=current.plans,
                 reaped=current.reaped,
             )
-
-
-class _Release:
-    """Tells the feeder a claim left the worker's hands, and how long its attempt worked.
-
-    The duration the adaptive prefetch learns from ends when the attempt hands its settlement
-    to the settler, not when that settlement commits: waiting for a shared commit is not work
-    that a buffered claim would queue behind, and counting it would shrink the batches exactly
-    when commits are the bottleneck.
-    """
-
-    def __init__(self, feed: ClaimAhead) -> None:
-        self._feed = feed
-        self._started = time.monotonic()
-        self._finished: float | None = None
-
-    def handler_done(self) -> None:
-        self._finished = time.monotonic()
-
-    def __call__(self) -> None:
-        finished = time.monotonic() if self._finished is None else self._finished
-        self._feed.done(finished - self._started)
-
-
-class _Once:
-    """Calls ``action`` the first time it is called, never again."""
-
-    def __init__(self, action: Callable[[], None]) -> None:
-        self._action: Callable[[], None] | None = action
-        self._lock = threading.Lock()
-
-    def __call__(self) -> None:
-        with self._lock:
-            action, self._action = self._action, None
-        if action is not None:
-            action()
-
-
-def metrics_module() -> ModuleType:
-    """:mod:`jobledger.metrics`, or a coded error when its extra is not installed (for
-    ``metrics_port``)."""
-    try:
-        from .. import metrics
-    except ImportError as exc:
-        raise InvalidArgument(
-            "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
-            details={"field": "metrics_port"},
-        ) from exc
-    return metrics
-

@@ -12,12 +12,16 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from ..contract import (
+    DEFAULT_EXECUTION_ERROR,
     TERMINAL_STATUSES,
     canonical_json,
     normalize_authority,
+    normalize_epoch_ms,
     normalize_identifier,
     normalize_max_attempts,
+    normalize_positive_int,
 )
+from ..errors import InvalidArgument
 
 __all__ = [
     "UNSET",
@@ -187,7 +191,9 @@ class Settlement:
     """One settle in a :meth:`~jobledger.Store.settle_batch`: the same fields as ``settle``.
 
     ``outcome`` is ``"succeeded"`` (stores ``result``) or ``"failed"`` (stores ``error``; see
-    ``retryable`` and ``retry_at``). The store validates every field, as ``settle`` does.
+    ``retryable`` and ``retry_at``). A settlement made with :meth:`checked` was validated, and
+    its result or error encoded as JSON, when it was made; a store takes it as it is. One made
+    with the plain constructor is validated by the store, as ``settle`` does.
     """
 
     occurrence_id: str
@@ -198,6 +204,63 @@ class Settlement:
     error: Any = None
     retryable: bool = True
     retry_at: int | None = None
+    # Set only by checked(): the canonical JSON of the result (succeeded) or error (failed).
+    result_json: str | None = field(default=None, init=False, repr=False, compare=False)
+    error_json: str | None = field(default=None, init=False, repr=False, compare=False)
+    is_checked: bool = field(default=False, init=False, repr=False, compare=False)
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        occurrence_id: str,
+        owner_id: str,
+        fence: int,
+        outcome: Literal["succeeded", "failed"],
+        result: Any = None,
+        error: Any = None,
+        retryable: bool = True,
+        retry_at: int | None = None,
+    ) -> Settlement:
+        """A validated settlement (``SCHEDULER_INVALID_ARGUMENT`` otherwise), in the reference's
+        order: the lease holder first, then the outcome. The result or error JSON is walked and
+        encoded once, here."""
+        key = normalize_identifier(occurrence_id, "occurrenceId")
+        owner = normalize_identifier(owner_id, "ownerId")
+        token = normalize_positive_int(fence, "fence")
+        if outcome not in ("succeeded", "failed"):
+            raise InvalidArgument("outcome must be succeeded or failed")
+        if type(retryable) is not bool:
+            raise InvalidArgument("retryable must be a boolean")
+        result_json = canonical_json(result, "result") if outcome == "succeeded" else None
+        error_json = (
+            canonical_json(DEFAULT_EXECUTION_ERROR if error is None else error, "error")
+            if outcome == "failed"
+            else None
+        )
+        retry = None
+        if outcome == "failed" and retry_at is not None:
+            retry = normalize_epoch_ms(retry_at, "retryAt")
+        settlement = cls(key, owner, token, outcome, result, error, retryable, retry)
+        object.__setattr__(settlement, "result_json", result_json)
+        object.__setattr__(settlement, "error_json", error_json)
+        object.__setattr__(settlement, "is_checked", True)
+        return settlement
+
+    def check(self) -> Settlement:
+        """This settlement validated (itself when it already is)."""
+        if self.is_checked:
+            return self
+        return Settlement.checked(
+            occurrence_id=self.occurrence_id,
+            owner_id=self.owner_id,
+            fence=self.fence,
+            outcome=self.outcome,
+            result=self.result,
+            error=self.error,
+            retryable=self.retryable,
+            retry_at=self.retry_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from ..models import UNSET, EnqueueRequest, Renewal, Settlement
 __all__ = [
     "EnqueueInput",
     "JobInput",
-    "SettleRequest",
     "normalize_batch_limit",
     "normalize_enqueue",
     "normalize_enqueue_batch",
@@ -287,23 +286,6 @@ def normalize_lease_holder(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class SettleRequest:
-    """A validated settle: the lease it presents and the outcome, already encoded as JSON."""
-
-    occurrence_id: str
-    owner_id: str
-    fence: int
-    outcome: str
-    result_json: str | None
-    error_json: str | None
-    retryable: bool
-    retry_at: int | None
-
-
-DEFAULT_EXECUTION_ERROR = {"code": "execution_failed", "message": "Execution failed"}
-
-
 def normalize_settle_request(
     *,
     occurrence_id: object,
@@ -314,31 +296,27 @@ def normalize_settle_request(
     error: object,
     retryable: object,
     retry_at: object,
-) -> SettleRequest:
+) -> Settlement:
     """Validate settle's arguments in the reference's order (lease holder first)."""
-    key, owner, token = normalize_lease_holder(occurrence_id, owner_id, fence)
-    if outcome not in ("succeeded", "failed"):
-        raise InvalidArgument("outcome must be succeeded or failed")
-    retryable = normalize_boolean(retryable, "retryable")
-    result_json = contract.canonical_json(result, "result") if outcome == "succeeded" else None
-    error_json = (
-        contract.canonical_json(DEFAULT_EXECUTION_ERROR if error is None else error, "error")
-        if outcome == "failed"
-        else None
+    return Settlement.checked(
+        occurrence_id=occurrence_id,  # type: ignore[arg-type]
+        owner_id=owner_id,  # type: ignore[arg-type]
+        fence=fence,  # type: ignore[arg-type]
+        outcome=outcome,  # type: ignore[arg-type]
+        result=result,
+        error=error,
+        retryable=retryable,  # type: ignore[arg-type]
+        retry_at=retry_at,  # type: ignore[arg-type]
     )
-    retry = None
-    if outcome == "failed" and retry_at is not None:
-        retry = contract.normalize_epoch_ms(retry_at, "retryAt")
-    return SettleRequest(key, owner, token, str(outcome), result_json, error_json, retryable, retry)
 
 
-def normalize_settlements(settlements: object) -> list[SettleRequest]:
+def normalize_settlements(settlements: object) -> list[Settlement]:
     """Validate a whole batch before anything is written; each occurrence at most once."""
     if not isinstance(settlements, (list, tuple)):
         raise InvalidArgument("settlements must be a list of Settlement")
     if len(settlements) > contract.MAX_BATCH_SIZE:
         raise InvalidArgument(f"settlements must hold at most {contract.MAX_BATCH_SIZE} items")
-    requests: list[SettleRequest] = []
+    requests: list[Settlement] = []
     seen: set[str] = set()
     for index, item in enumerate(settlements):
         if not isinstance(item, Settlement):
@@ -346,16 +324,7 @@ def normalize_settlements(settlements: object) -> list[SettleRequest]:
                 f"settlements[{index}] must be a Settlement", details={"index": index}
             )
         try:
-            request = normalize_settle_request(
-                occurrence_id=item.occurrence_id,
-                owner_id=item.owner_id,
-                fence=item.fence,
-                outcome=item.outcome,
-                result=item.result,
-                error=item.error,
-                retryable=item.retryable,
-                retry_at=item.retry_at,
-            )
+            request = item.check()
         except InvalidArgument as exc:
             raise InvalidArgument(
                 f"settlements[{index}]: {exc.message}", details={"index": index}

@@ -86,7 +86,7 @@ class LeaseOperations(OperationsBase):
     # -- settling ---------------------------------------------------------------------------
 
     def _settle_many(
-        self, tx: Tx, now: int, requests: Sequence[inputs.SettleRequest]
+        self, tx: Tx, now: int, requests: Sequence[Settlement]
     ) -> list[Occurrence | LeaseLost]:
         updated = tx.rows_many(
             "settle_occurrence",

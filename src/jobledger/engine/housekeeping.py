@@ -1,0 +1,200 @@
+"""What a worker does beside running handlers: announce itself, reap the dead, plan, prune.
+
+:class:`Housekeeper` owns a worker's life in the store around its slots:
+
+* **announce / farewell** — the worker's liveness lock (taken *before* it registers, since once
+  registered with it other workers may reap its leases the moment the lock is free) and its row
+  in ``jobledger_workers`` (who it is, what it runs, when it was last seen);
+* **periodic tasks**, each on its own interval of the injected monotonic clock — ``reap`` (end
+  the leases of workers that are certainly gone, so their work is taken over at once), ``beat``
+  (record this worker alive), ``liveness`` (PostgreSQL: check the lock's session, taking it back
+  at once if it ended) and ``prune`` (with ``retention``: remove settled history);
+* **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
+  ``plan_interval``.
+
+:meth:`Housekeeper.run_due` runs whatever is due at one monotonic instant, so tests drive the
+tasks without threads or sleeping; :meth:`Housekeeper.run` is the thread's loop around it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from ..clock import Monotonic
+from ..durations import ms_from_timedelta
+from ..errors import SchedulerError
+from ..planning.planner import Planner
+from ..store.base import OwnerLockHandle, Store
+from ..version import __version__
+from .observe import Observer, notify
+from .options import WorkerOptions
+
+__all__ = ["Housekeeper"]
+
+logger = logging.getLogger("jobledger.worker")
+
+# What a housekeeper reports to its worker's summary: a counter's name and how much to add.
+Record = Callable[[str, int], None]
+
+
+class Housekeeper:
+    """A worker's announce/farewell, periodic tasks and planner loop (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner_id: str,
+        options: WorkerOptions,
+        kinds: frozenset[str],
+        observer: Observer,
+        monotonic: Monotonic,
+        record: Record,
+        poll_timeout: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._owner_id = owner_id
+        self._options = options
+        self._kinds = kinds
+        self._observer = observer
+        self._monotonic = monotonic
+        self._record = record
+        self._poll_timeout = poll_timeout
+        self._owner_lock: OwnerLockHandle | None = None
+        self._planner = Planner(store)
+        self._seconds: dict[str, float] = {}
+        self._due: dict[str, float] = {}
+
+    # -- announce and farewell ----------------------------------------------------------------
+
+    def announce(self) -> None:
+        """Take the liveness lock, then register this worker (failures are logged: a worker
+        without them still runs, it just cannot be reaped at once or listed)."""
+        options = self._options
+        try:
+            self._owner_lock = self._store.hold_owner_lock(self._owner_id)
+        except SchedulerError:
+            logger.exception("could not take this worker's liveness lock")
+            self._owner_lock = None
+        info = {
+            "kinds": sorted(self._kinds),
+            "concurrency": options.concurrency,
+            "prefetch": options.effective_prefetch,
+            "planner": options.planner,
+            "liveness": "none" if self._owner_lock is None else self._owner_lock.kind,
+            "version": __version__,
+        }
+        try:
+            self._store.register_worker(
+                worker_id=self._owner_id,
+                hostname=socket.gethostname() or "localhost",
+                pid=os.getpid(),
+                info=info,
+            )
+        except SchedulerError:
+            logger.exception("could not record this worker in the store")
+        self._schedule()
+
+    def farewell(self) -> None:
+        """Record the stop, then give the liveness lock back."""
+        try:
+            self._store.stop_worker(self._owner_id)
+        except SchedulerError:
+            logger.exception("could not record this worker's stop")
+        lock, self._owner_lock = self._owner_lock, None
+        if lock is not None:
+            lock.close()
+
+    # -- periodic tasks -----------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        options = self._options
+        seconds = {
+            "reap": ms_from_timedelta(options.reap_interval, "reap_interval") / 1000,
+            "beat": ms_from_timedelta(options.heartbeat_interval, "heartbeat_interval") / 1000,
+        }
+        lock = self._owner_lock
+        if lock is not None and lock.refresh_interval is not None:
+            seconds["liveness"] = ms_from_timedelta(lock.refresh_interval, "refresh") / 1000
+        if options.retention is not None:
+            seconds["prune"] = ms_from_timedelta(options.prune_interval, "prune_interval") / 1000
+        self._seconds = seconds
+        now = self._monotonic()
+        self._due = dict.fromkeys(seconds, now)
+
+    def run_due(self, now: float | None = None) -> float:
+        """Run every task due at ``now`` (monotonic seconds; default: the clock's reading) and
+        return when the next one is due."""
+        if not self._due:
+            self._schedule()
+        now = self._monotonic() if now is None else now
+        for task in [name for name, at in self._due.items() if at <= now]:
+            self._due[task] = now + self._seconds[task]
+            try:
+                getattr(self, f"_{task}")()
+            except SchedulerError:
+                logger.exception("worker housekeeping (%s) failed", task)
+        return min(self._due.values())
+
+    def run(self, stop: threading.Event) -> None:
+        """The housekeeping thread: run due tasks until ``stop``."""
+        while not stop.is_set():
+            next_due = self.run_due()
+            stop.wait(max(0.01, next_due - self._monotonic()))
+
+    def _reap(self) -> None:
+        store, me = self._store, self._owner_id
+        for holder in store.lease_holders():
+            if holder.owner_id != me and store.owner_gone(holder.owner_id):
+                expired = store.expire_leases_of(holder.owner_id, reason="owner_gone")
+                if expired:
+                    logger.warning(
+                        "worker %s is gone: ended its %d lease(s) so others take them over now",
+                        holder.owner_id,
+                        len(expired),
+                    )
+                    self._record("reaped", len(expired))
+
+    def _beat(self) -> None:
+        self._store.touch_worker(self._owner_id)
+
+    def _liveness(self) -> None:
+        lock = self._owner_lock
+        if lock is not None:
+            lock.refresh()
+
+    def _prune(self) -> None:
+        retention = self._options.retention
+        assert retention is not None
+        cutoff = self._store.now() - ms_from_timedelta(retention, "retention")
+        report = self._store.prune(before=max(0, cutoff), actor=self._owner_id)
+        if report.occurrences:
+            logger.info("pruned %d settled occurrence(s)", report.occurrences)
+
+    # -- the planner --------------------------------------------------------------------------
+
+    def plan_once(self) -> float:
+        """One planner pass; returns how long to wait (seconds) before the next."""
+        longest = ms_from_timedelta(self._options.plan_interval, "plan_interval") / 1000
+        try:
+            report = self._planner.tick()
+        except SchedulerError:
+            logger.exception("planning failed; trying again")
+            return min(longest, self._poll_timeout())
+        self._record("plans", 1)
+        if report.enqueued:
+            logger.info("planned %d occurrence(s)", len(report.enqueued))
+        notify(self._observer, "planned", report.enqueued, len(report.skipped), report.now)
+        if report.next_due_at is None:
+            return longest
+        return min(longest, max(0.0, (report.next_due_at - report.now) / 1000))
+
+    def plan(self, stop: threading.Event) -> None:
+        """The planner thread: plan until ``stop``."""
+        while not stop.is_set():
+            stop.wait(max(self.plan_once(), 0.001))
+
