@@ -11,7 +11,7 @@ import re
 import pytest
 
 from jobledger.testing import run_until_idle
-from jobledger.web import create_app
+from jobledger.web import WebSettings, create_app
 from tests.web.conftest import BROWSER_MISSING, TOKEN, USERS, screenshot
 
 pytestmark = [
@@ -26,7 +26,7 @@ def dashboard(app, **options):
     options.setdefault("basic_auth", USERS)
     options.setdefault("token", TOKEN)
     options.setdefault("secret_key", SECRET)
-    return create_app(app.store, **options)
+    return create_app(app.store, WebSettings(**options))
 
 
 def sign_in(page, base, user="alice"):
@@ -183,7 +183,8 @@ def test_actions_refused_without_sign_in_or_csrf_token(seeded, serve_app, browse
 
 def test_read_only_mode_hides_and_refuses_actions(seeded, serve_app, browser_page, backend):
     app, made = seeded
-    server = serve_app(create_app(app.store, read_only=True))  # no credentials: open reads
+    # No credentials: open reads.
+    server = serve_app(create_app(app.store, WebSettings(read_only=True)))
     page, base = browser_page, server.url
     page.goto(f"{base}/dead-letters")
     assert page.inner_text(".badge-readonly") == "read-only"

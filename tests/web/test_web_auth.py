@@ -12,7 +12,6 @@ from starlette.testclient import TestClient
 
 from jobledger.testing import FakeClock
 from jobledger.web import WebSettings, create_app
-from jobledger.web.app import build_app
 from jobledger.web.security import SESSION_COOKIE
 from tests.web.conftest import TOKEN, USERS
 from tests.web.helpers import BEARER, HTML, JSON, SECRET, client_for, csrf_of, sign_in
@@ -148,7 +147,10 @@ def test_login_never_redirects_off_site(store, target):
 def test_a_tampered_or_expired_session_is_anonymous(store):
     clock = FakeClock(1_000_000)
     app = create_app(
-        store, basic_auth=USERS, secret_key=SECRET, clock=clock, session_ttl=timedelta(hours=1)
+        store,
+        WebSettings(
+            basic_auth=USERS, secret_key=SECRET, clock=clock, session_ttl=timedelta(hours=1)
+        ),
     )
     with TestClient(app, headers=HTML, follow_redirects=False) as client:
         client.post("/login", data={"user": "alice", "password": USERS["alice"]})
@@ -169,11 +171,13 @@ def test_changing_a_password_ends_its_sessions(store):
     with client_for(store) as client:
         sign_in(client)
         value = client.cookies[SESSION_COOKIE]
-    changed = create_app(store, basic_auth={"alice": "a new password"}, secret_key=SECRET)
+    changed = create_app(
+        store, WebSettings(basic_auth={"alice": "a new password"}, secret_key=SECRET)
+    )
     with TestClient(changed, headers=HTML, follow_redirects=False) as client:
         client.cookies.set(SESSION_COOKIE, value)
         assert client.get("/").status_code == 303
-    same = create_app(store, basic_auth=USERS, token=TOKEN, secret_key=SECRET)
+    same = create_app(store, WebSettings(basic_auth=USERS, token=TOKEN, secret_key=SECRET))
     with TestClient(same, headers=HTML, follow_redirects=False) as client:
         client.cookies.set(SESSION_COOKIE, value)  # same key and credentials: still valid
         assert client.get("/").status_code == 200
@@ -190,11 +194,11 @@ def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
 
 
 def test_the_sign_in_link_works_only_for_a_generated_token(store):
-    settings = WebSettings(token=TOKEN, secret_key=SECRET, login_link=True)
-    with TestClient(build_app(store, settings), headers=HTML, follow_redirects=False) as client:
+    settings = WebSettings(secret_key=SECRET, login_link=True)
+    with TestClient(create_app(store, settings), headers=HTML, follow_redirects=False) as client:
         bad = client.get("/login?token=wrong-wrong-wrong-wrong")
         assert bad.status_code == 401
-        good = client.get(f"/login?token={TOKEN}&next=/jobs")
+        good = client.get(f"/login?token={settings.token}&next=/jobs")
         assert good.status_code == 303 and good.headers["location"] == "/jobs"
         assert client.get("/jobs").status_code == 200
     with client_for(store) as client:  # a configured token never logs in from a URL

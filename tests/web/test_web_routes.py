@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 import jobledger
 from jobledger.errors import InvalidArgument, StoreNotFound
 from jobledger.schedules.explain import explain
-from jobledger.web import create_app
+from jobledger.web import WebSettings, create_app
 from tests.web.conftest import TOKEN, USERS
 from tests.web.helpers import BEARER, HTML, JSON, cell, client_for
 
@@ -252,7 +252,7 @@ def test_metrics_can_be_turned_off(store):
 
 
 def test_mounted_under_a_prefix_links_and_cookies_follow(store):
-    inner = create_app(store, basic_auth=USERS, token=TOKEN, secret_key="k" * 20)
+    inner = create_app(store, WebSettings(basic_auth=USERS, token=TOKEN, secret_key="k" * 20))
     outer = Starlette(routes=[Mount("/ops/jobs", app=inner)])
     with TestClient(outer, headers=HTML, follow_redirects=False) as client:
         redirect = client.get("/ops/jobs/dead-letters")
@@ -272,10 +272,10 @@ def test_mounted_under_a_prefix_links_and_cookies_follow(store):
 
 def test_create_app_from_a_path_opens_without_migrating_and_closes(tmp_path, store):
     with pytest.raises(StoreNotFound):
-        create_app(tmp_path / "missing.sqlite3", read_only=True)
+        create_app(tmp_path / "missing.sqlite3", WebSettings(read_only=True))
     path = tmp_path / "ok.sqlite3"
     jobledger.open_store(path).close()
-    app = create_app(str(path), read_only=True)
+    app = create_app(str(path), WebSettings(read_only=True))
     with TestClient(app, headers=HTML) as client:
         assert client.get("/").status_code == 200
     dash = app.app.state.dashboard
@@ -285,18 +285,23 @@ def test_create_app_from_a_path_opens_without_migrating_and_closes(tmp_path, sto
 
 def test_settings_are_validated(store):
     with pytest.raises(InvalidArgument, match="needs credentials"):
-        create_app(store)
+        WebSettings()
     with pytest.raises(InvalidArgument, match="at least 16"):
-        create_app(store, token="short")
+        WebSettings(token="short")
     with pytest.raises(InvalidArgument, match="basic_auth"):
-        create_app(store, basic_auth=["alice"])
+        WebSettings(basic_auth=["alice"])
     with pytest.raises(InvalidArgument, match="':'"):
-        create_app(store, basic_auth={"a:b": "pw"})
+        WebSettings(basic_auth={"a:b": "pw"})
     with pytest.raises(InvalidArgument):
-        create_app(store, token=TOKEN, title="")
+        WebSettings(token=TOKEN, title="")
+    with pytest.raises(InvalidArgument, match="login_link makes its own token"):
+        WebSettings(token=TOKEN, login_link=True)
     with pytest.raises(InvalidArgument):
-        create_app(42)  # type: ignore[arg-type]
-    create_app(store, basic_auth=("bob", "pw"))  # a single pair is fine
+        create_app(42, WebSettings(token=TOKEN))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="WebSettings"):
+        create_app(store, {"token": TOKEN})  # type: ignore[arg-type]
+    assert WebSettings(basic_auth=("bob", "pw")).basic_auth == {"bob": "pw"}  # one pair is fine
+    assert len(WebSettings(login_link=True).token or "") >= 16  # made for this run
 
 
 def test_an_unavailable_store_is_a_503_page(store, monkeypatch):
