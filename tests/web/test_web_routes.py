@@ -16,7 +16,7 @@ from jobledger.errors import InvalidArgument, StoreNotFound
 from jobledger.schedules.explain import explain
 from jobledger.web import WebSettings, create_app
 from tests.web.conftest import TOKEN, USERS
-from tests.web.helpers import BEARER, HTML, JSON, cell, client_for
+from tests.web.helpers import BEARER, HTML, JSON, cell, client_for, csrf_of
 
 
 @pytest.fixture
@@ -330,3 +330,45 @@ def test_html_escapes_stored_text(client, store):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in jobs
     page = client.get("/jobs/%3Cscript%3Ealert(1)%3C%2Fscript%3E").text
     assert "<img src=x" not in page
+
+
+def test_only_the_static_mount_is_cached_and_every_page_is_no_store(store):
+    """A job id holding ``/static/`` is a page like any other: with the session's CSRF token in
+    it, it must never be cached (it once was, for a week, as ``immutable``)."""
+    store.create_job(
+        id="reports/static/daily",
+        kind="email",
+        authority={"principal": {"type": "user", "id": "t"}},
+    )
+    with client_for(store) as client:
+        assert client.get("/login").headers["cache-control"] == "no-store"
+        signed_in = client.post("/login", data={"user": "alice", "password": USERS["alice"]})
+        assert signed_in.headers["cache-control"] == "no-store"
+        page = client.get("/jobs/reports%2Fstatic%2Fdaily")
+        assert page.status_code == 200 and 'name="csrf_token"' in page.text
+        assert page.headers["cache-control"] == "no-store"
+        for path in ("/", "/jobs", "/occurrences?job=reports/static/daily", "/jobs/static/x"):
+            assert client.get(path).headers["cache-control"] == "no-store", path
+        missing = client.get("/static/no-such-file.css")
+        assert missing.status_code == 404
+        assert missing.headers["cache-control"] == "no-store"
+        asset = client.get("/static/app.css")
+        assert asset.headers["cache-control"] == "public, max-age=604800, immutable"
+        out = client.post("/logout", data={"csrf_token": csrf_of(page.text)})
+        assert out.headers["cache-control"] == "no-store"
+
+
+def test_static_caching_follows_the_mount_point(store):
+    store.create_job(
+        id="a/static/b", kind="email", authority={"principal": {"type": "user", "id": "t"}}
+    )
+    inner = create_app(store, WebSettings(token=TOKEN, secret_key="k" * 20))
+    outer = Starlette(routes=[Mount("/static", app=inner)])  # mounted at a path named static
+    with TestClient(outer, headers={**HTML, **BEARER}, follow_redirects=False) as client:
+        for path in ("/static/", "/static/jobs", "/static/jobs/a%2Fstatic%2Fb"):
+            response = client.get(path)
+            assert response.status_code == 200, path
+            assert response.headers["cache-control"] == "no-store", path
+        asset = client.get("/static/static/app.css")
+        assert asset.status_code == 200
+        assert "immutable" in asset.headers["cache-control"]

@@ -19,7 +19,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..errors import InvalidArgument, SchedulerError
@@ -32,6 +31,7 @@ from .core import (
     HTTPProblem,
     Redirect,
     SecurityHeaders,
+    StaticAssets,
     error_problem,
 )
 from .settings import WebSettings
@@ -110,7 +110,7 @@ def create_app(
         Route("/login", route(actions.login), methods=["POST"], name="login"),
         Route("/logout", route(actions.logout), methods=["POST"], name="logout"),
         Route("/healthz", route(health), name="health"),
-        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        Mount("/static", app=StaticAssets(STATIC), name="static"),
     ]
     if settings.metrics:
         routes.append(Route("/metrics", route(metrics_endpoint), name="metrics"))

@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
@@ -35,7 +36,7 @@ from . import formatting
 from .security import FLASH_COOKIE, SESSION_COOKIE, AuthError, Guard, Identity
 from .settings import WebSettings
 
-__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect", "SecurityHeaders"]
+__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect", "SecurityHeaders", "StaticAssets"]
 
 logger = logging.getLogger("jobledger.web")
 
@@ -347,9 +348,41 @@ def first(form: Mapping[str, list[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
+STATIC_CACHE_CONTROL = b"public, max-age=604800, immutable"
+
+
+class StaticAssets:
+    """The ``/static`` mount: the packaged script, stylesheet and icon, cacheable for a week.
+
+    Their URLs carry the files' content hash (``?v=``), so a cached copy is never stale. Only
+    this app, reached through the router's match of the mount itself, marks answers cacheable:
+    pages whose path merely contains ``/static/`` (a job id, or a dashboard mounted at
+    ``/static``) carry the session's CSRF token and stay ``no-store``, as do this mount's own
+    errors (a 404 page shows who is signed in).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.files = StaticFiles(directory=directory)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_cacheable(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (200, 304):
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() != b"cache-control"
+                ]
+                headers.append((b"cache-control", STATIC_CACHE_CONTROL))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.files(scope, receive, send_cacheable)
+
+
 class SecurityHeaders:
-    """ASGI middleware: a strict Content-Security-Policy and friends on every response;
-    ``no-store`` on everything but the versioned static files."""
+    """ASGI middleware: a strict Content-Security-Policy and friends on every response, and
+    ``Cache-Control: no-store`` on every response that did not set its own (only
+    :class:`StaticAssets` does): pages, sign-in and sign-out answers, errors, JSON."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -358,7 +391,6 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        static = "/static/" in str(scope.get("path", ""))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -369,10 +401,7 @@ class SecurityHeaders:
                     (b"x-content-type-options", b"nosniff"),
                     (b"referrer-policy", b"same-origin"),
                     (b"x-frame-options", b"DENY"),
-                    (
-                        b"cache-control",
-                        b"public, max-age=604800, immutable" if static else b"no-store",
-                    ),
+                    (b"cache-control", b"no-store"),
                 ]
                 headers += [(name, value) for name, value in extra if name not in names]
                 message = {**message, "headers": headers}
