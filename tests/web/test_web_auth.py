@@ -14,7 +14,16 @@ from jobledger.testing import FakeClock
 from jobledger.web import WebSettings, create_app
 from jobledger.web.security import SESSION_COOKIE
 from tests.web.conftest import TOKEN, USERS
-from tests.web.helpers import BEARER, HTML, JSON, SECRET, client_for, csrf_of, sign_in
+from tests.web.helpers import (
+    BEARER,
+    HTML,
+    JSON,
+    SECRET,
+    client_for,
+    csrf_of,
+    settings_for,
+    sign_in,
+)
 
 
 @pytest.fixture
@@ -177,10 +186,18 @@ def test_changing_a_password_ends_its_sessions(store):
     with TestClient(changed, headers=HTML, follow_redirects=False) as client:
         client.cookies.set(SESSION_COOKIE, value)
         assert client.get("/").status_code == 303
+
+
+def test_sessions_live_in_the_dashboard_process(store):
+    """A restart (a new app, same key and credentials) signs everyone out: docs/web.md says so."""
+    with client_for(store) as client:
+        sign_in(client)
+        value = client.cookies[SESSION_COOKIE]
+        assert client.get("/").status_code == 200
     same = create_app(store, WebSettings(basic_auth=USERS, token=TOKEN, secret_key=SECRET))
     with TestClient(same, headers=HTML, follow_redirects=False) as client:
-        client.cookies.set(SESSION_COOKIE, value)  # same key and credentials: still valid
-        assert client.get("/").status_code == 200
+        client.cookies.set(SESSION_COOKIE, value)
+        assert client.get("/").status_code == 303
 
 
 def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
@@ -191,6 +208,125 @@ def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
         assert out.status_code == 303 and out.headers["location"] == "/login"
         assert f'{SESSION_COOKIE}=""' in out.headers["set-cookie"]
         assert client.get("/").status_code == 303
+
+
+def test_a_cookie_copied_before_sign_out_stops_working(store, made):
+    app = create_app(store, settings_for())
+    with TestClient(app, headers=HTML, follow_redirects=False) as client:
+        csrf = sign_in(client)
+        copied = client.cookies[SESSION_COOKIE]
+        other = TestClient(app, headers=HTML, follow_redirects=False)
+        other.cookies.set(SESSION_COOKIE, copied)
+        assert other.get("/").status_code == 200  # the copy works while the session lasts
+        assert client.post("/logout", data={"csrf_token": csrf}).status_code == 303
+        assert other.get("/").status_code == 303  # ended on the server, not only in a browser
+        refused = other.post(
+            "/dead-letters/requeue", data=requeue_form(store, made.dead_letters[0], csrf_token=csrf)
+        )
+        assert refused.status_code == 401
+        again = sign_in(client)  # a new sign-in is a new session; the old one stays ended
+        assert again != csrf
+        assert client.get("/").status_code == 200
+        assert other.get("/").status_code == 303
+    assert store.get_occurrence(made.dead_letters[0]).status == "dead_letter"
+
+
+def wrong(client: TestClient, user: str = "alice"):
+    return client.post("/login", data={"user": user, "password": "not the password"})
+
+
+WITH_BOB = {**USERS, "bob": "bob's long password"}
+
+
+def right(client: TestClient, user: str = "alice"):
+    return client.post("/login", data={"user": user, "password": WITH_BOB[user]})
+
+
+def limited_app(store, clock):
+    return create_app(store, settings_for(basic_auth=WITH_BOB, clock=clock))
+
+
+def client_at(app, address: str) -> TestClient:
+    return TestClient(app, headers=HTML, follow_redirects=False, client=(address, 50000))
+
+
+def test_sign_in_failures_from_one_address_are_rate_limited(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    client = client_at(app, "192.0.2.7")
+    for _ in range(5):
+        assert wrong(client).status_code == 401
+    limited = wrong(client)
+    assert limited.status_code == 429
+    retry_after = int(limited.headers["retry-after"])
+    assert 0 < retry_after <= 60
+    assert "Too many failed sign-ins" in limited.text
+    assert right(client).status_code == 429  # not even checked: an attacker learns nothing
+    token = client.post("/login", data={"token": TOKEN})
+    assert token.status_code == 429
+    clock.advance(timedelta(seconds=retry_after - 1))
+    assert right(client).status_code == 429
+    clock.advance(timedelta(seconds=1))  # the window passed (the fake clock; nothing sleeps)
+    assert right(client).status_code == 303
+    assert client.get("/").status_code == 200
+
+
+def test_300_wrong_passwords_are_mostly_refused_unchecked(store, monkeypatch):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    dash = app.app.state.dashboard
+    checked: list[str] = []
+    check = dash.guard.check_password
+    monkeypatch.setattr(
+        dash.guard, "check_password", lambda user, pw: checked.append(user) or check(user, pw)
+    )
+    client = client_at(app, "192.0.2.8")
+    codes = [wrong(client).status_code for _ in range(300)]
+    assert codes.count(401) == 5 and codes.count(429) == 295
+    assert len(checked) == 5
+
+
+def test_one_attacker_does_not_lock_out_other_users(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    attacker = client_at(app, "203.0.113.9")
+    for _ in range(50):
+        wrong(attacker, "bob")
+        wrong(attacker, "mallory")
+    assert wrong(attacker, "bob").status_code == 429
+    # Another user, from another address, is not affected.
+    alice = client_at(app, "198.51.100.4")
+    assert right(alice).status_code == 303
+    # The attacker's address is limited for every name (the per-client limit).
+    assert right(attacker).status_code == 429
+
+
+def test_failures_for_one_user_name_from_many_addresses_are_rate_limited(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    for index in range(10):
+        assert wrong(client_at(app, f"198.51.100.{index}")).status_code == 401
+    fresh = client_at(app, "198.51.100.200")
+    limited = right(fresh)
+    assert limited.status_code == 429
+    assert right(fresh, "bob").status_code == 303  # another name from the same address
+    clock.advance(timedelta(seconds=int(limited.headers["retry-after"])))
+    assert right(fresh).status_code == 303
+
+
+def test_wrong_basic_credentials_in_headers_are_rate_limited_too(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    client = client_at(app, "192.0.2.9")
+    for _ in range(5):
+        assert client.get("/", headers=basic("alice", "guess")).status_code == 401
+    blocked = client.get("/", headers=basic("alice", USERS["alice"]))
+    assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
+    api = client.get("/", headers={**basic("alice", USERS["alice"]), **JSON})
+    assert api.status_code == 429 and api.json()["error"] == "Too many sign-in attempts"
+    assert client_at(app, "192.0.2.10").get("/", headers=BEARER).status_code == 200
+    clock.advance(timedelta(minutes=1))
+    assert client.get("/", headers=basic("alice", USERS["alice"])).status_code == 200
 
 
 def test_the_sign_in_link_works_only_for_a_generated_token(store):

@@ -267,6 +267,9 @@ def _signed_in(dash: Dashboard, request: Request, user: str, target: str) -> Res
 
 
 async def login(dash: Dashboard, request: Request) -> Response:
+    """Sign in with the form's ``token`` or ``user`` and ``password``: a session and a 303 to
+    ``next``; wrong credentials are a 401 and count against the sign-in limits, and while those
+    limit this address or user name the answer is a 429 without checking anything."""
     if not _same_origin(request):
         raise HTTPProblem(403, "Refused", "The request came from another site.")
     form = await read_form(request)
@@ -274,27 +277,50 @@ async def login(dash: Dashboard, request: Request) -> Response:
     token = first(form, "token") or ""
     user = (first(form, "user") or "").strip()
     password = first(form, "password") or ""
+    claimed = ([TOKEN_USER] if token else []) + ([user] if user else [])
+    wait = dash.sign_in_wait(request, claimed)
+    if wait:
+        response = _login_page(
+            dash,
+            request,
+            target,
+            status=429,
+            error=f"Too many failed sign-ins from here or for this user: try again in {wait} s.",
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
     if token and dash.guard.check_token(token):
         return _signed_in(dash, request, TOKEN_USER, target)
     if user and dash.guard.check_password(user, password):
         return _signed_in(dash, request, user, target)
+    if claimed:
+        dash.limits.failed(dash.client_address(request), claimed)
+    return _login_page(dash, request, target, status=401, error="Those credentials are not valid.")
+
+
+def _login_page(
+    dash: Dashboard, request: Request, target: str, *, status: int, error: str
+) -> Response:
     return dash.render(
         Page(request, Identity(None, "anonymous")),
         "login.html",
-        status=401,
+        status=status,
         next=target,
-        error="Those credentials are not valid.",
+        error=error,
         now=None,
         nav="login",
     )
 
 
 async def logout(dash: Dashboard, request: Request) -> Response:
+    """End the session on the server (every copy of its cookie stops working) and clear the
+    cookie; bearer and basic requests have no session, only the redirect."""
     identity = dash.identify(request)
     if identity.via == "session":
         form = await read_form(request)
         if not _same_origin(request) or not dash.guard.csrf_ok(identity, first(form, "csrf_token")):
             raise HTTPProblem(403, "Form expired", "Reload the page and sign out again.")
+        dash.guard.end_session(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse(dash.url(request, "/login"), status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=dash.cookie_path(request))
     return dash.with_flash(request, response, [{"level": "info", "text": "Signed out."}])

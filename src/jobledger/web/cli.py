@@ -8,7 +8,7 @@ of the machine could read them in the process list:
 * ``--basic-auth-file PATH`` (lines ``user:password``) or ``$JOBLEDGER_WEB_BASIC_AUTH``
   (``user:password[,user:password…]``);
 * ``--secret-key-file PATH`` or ``$JOBLEDGER_WEB_SECRET`` — signs session cookies (default:
-  random per run, so signing in again after a restart).
+  random per run). Sessions live in the process either way: a restart signs everyone out.
 """
 
 from __future__ import annotations

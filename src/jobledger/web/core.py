@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..store.base import Store
 from . import formatting
+from .limits import SignInLimits, client_key
 from .security import FLASH_COOKIE, SESSION_COOKIE, AuthError, Guard, Identity
 from .settings import WebSettings
 
@@ -89,6 +90,7 @@ class Dashboard:
         self.settings = settings
         self.owns_store = owns_store
         self.guard = Guard(settings)
+        self.limits = SignInLimits(settings.clock)
         self.asset_version = _asset_version(STATIC)
         self.env = Environment(
             loader=FileSystemLoader(TEMPLATES),
@@ -116,10 +118,41 @@ class Dashboard:
     # -- who is asking ----------------------------------------------------------------------
 
     def identify(self, request: Request) -> Identity:
+        """Who is asking. Credentials in an ``Authorization`` header are a sign-in attempt:
+        rate-limited like the login form's (429 while limited, unchecked), and a wrong one
+        counts as a failure."""
+        authorization = request.headers.get("authorization")
+        if not authorization:
+            return self.guard.identify(request.headers, request.cookies)
+        claimed = self.guard.claimed_user(authorization)
+        users = [claimed] if claimed else []
+        self.refuse_while_limited(request, users)
         try:
             return self.guard.identify(request.headers, request.cookies)
         except AuthError as exc:
+            self.limits.failed(self.client_address(request), users)
             raise HTTPProblem(401, "Not signed in", f"{exc}.", headers=self.challenge()) from exc
+
+    @staticmethod
+    def client_address(request: Request) -> str:
+        """The key the sign-in limits count under (behind a proxy: the address uvicorn took
+        from ``X-Forwarded-For``, when ``--forwarded-allow-ips`` trusts it)."""
+        return client_key(request.client.host if request.client else None)
+
+    def sign_in_wait(self, request: Request, users: list[str]) -> int:
+        """Whole seconds a sign-in attempt for ``users`` from here must wait (0: go ahead)."""
+        wait_ms = self.limits.wait_ms(self.client_address(request), users)
+        return -(-wait_ms // 1000)
+
+    def refuse_while_limited(self, request: Request, users: list[str]) -> None:
+        seconds = self.sign_in_wait(request, users)
+        if seconds:
+            raise HTTPProblem(
+                429,
+                "Too many sign-in attempts",
+                f"Too many failed sign-ins from here or for this user: try again in {seconds} s.",
+                headers={"Retry-After": str(seconds)},
+            )
 
     def challenge(self) -> dict[str, str]:
         schemes = []

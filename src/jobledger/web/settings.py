@@ -72,7 +72,8 @@ class WebSettings:
     * ``read_only`` — hide and refuse every action.
     * ``public_reads`` — let anyone read the pages and ``/metrics`` (actions still need a login).
     * ``title`` — shown in the header and the browser tab.
-    * ``secret_key`` — signs session cookies (default: random per process).
+    * ``secret_key`` — signs session cookies (default: random per process). Sessions
+      themselves live in the dashboard process (:mod:`jobledger.web.sessions`).
     * ``session_ttl`` — how long a login lasts; ``refresh`` — the live-refresh period.
     * ``metrics`` — serve ``/metrics``; ``clock`` — the clock (epoch ms) for session expiry and
       the sign-in rate limit only (pages show the store's own "now").
