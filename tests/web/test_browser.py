@@ -7,6 +7,7 @@ token and in read-only mode. Screenshots of every page go to ``tests/web/artifac
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pytest
 
@@ -112,6 +113,24 @@ def test_every_page_renders_what_the_store_holds(seeded, serve_app, browser_page
     assert page.console_errors == []  # no CSP violation, no script error, on any page
     page.goto(f"{base}/occurrences/no-such-occurrence")
     assert "404" in page.inner_text("[data-testid=error]")
+
+
+def test_the_printed_sign_in_link_signs_in_through_its_fragment(
+    seeded, serve_app, browser_page, backend
+):
+    app, _ = seeded
+    settings = WebSettings(login_link=True)  # what `jobledger web` makes with nothing configured
+    server = serve_app(create_app(app.store, settings))
+    page, base = browser_page, server.url
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(f"{base}/login#token={quote(settings.token or '')}")
+    page.wait_for_url(f"{base}/")
+    assert page.inner_text("[data-testid=user]") == "token"
+    assert settings.token not in page.url
+    # The token travelled only in a POST body: no URL the browser asked for carried it.
+    assert requests and not [url for url in requests if settings.token in url.partition("#")[0]]
+    assert page.console_errors == []
 
 
 def test_requeue_from_the_dead_letters_page_runs_it_again(seeded, serve_app, browser_page, backend):

@@ -329,17 +329,24 @@ def test_wrong_basic_credentials_in_headers_are_rate_limited_too(store):
     assert client.get("/", headers=basic("alice", USERS["alice"])).status_code == 200
 
 
-def test_the_sign_in_link_works_only_for_a_generated_token(store):
+def test_a_token_in_the_query_string_never_signs_in(store):
+    """``/login?token=…`` would put the token in access logs and browser history: only a POST
+    signs in (the printed link carries the token in its fragment, which a script posts)."""
     settings = WebSettings(secret_key=SECRET, login_link=True)
     with TestClient(create_app(store, settings), headers=HTML, follow_redirects=False) as client:
-        bad = client.get("/login?token=wrong-wrong-wrong-wrong")
-        assert bad.status_code == 401
-        good = client.get(f"/login?token={settings.token}&next=/jobs")
-        assert good.status_code == 303 and good.headers["location"] == "/jobs"
+        link = client.get(f"/login?token={settings.token}&next=/jobs")
+        assert link.status_code == 200 and "set-cookie" not in link.headers
+        assert "data-fragment-login" in link.text  # the page's script reads #token=…
+        assert client.get("/jobs").status_code == 303
+        posted = client.post("/login", data={"token": settings.token, "next": "/jobs"})
+        assert posted.status_code == 303 and posted.headers["location"] == "/jobs"
         assert client.get("/jobs").status_code == 200
-    with client_for(store) as client:  # a configured token never logs in from a URL
-        assert client.get(f"/login?token={TOKEN}").status_code == 200
+    with client_for(store) as client:  # a configured token: no fragment sign-in either
+        page = client.get(f"/login?token={TOKEN}")
+        assert page.status_code == 200 and "data-fragment-login" not in page.text
         assert client.get("/").status_code == 303
+        assert client.post("/login", data={"token": TOKEN}).status_code == 303
+        assert client.get("/").status_code == 200
 
 
 # -- CSRF ----------------------------------------------------------------------------------

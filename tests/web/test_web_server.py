@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
+import logging.config
 import re
+from urllib.parse import unquote
 
 import pytest
 import uvicorn
@@ -51,13 +54,40 @@ def test_serve_binds_to_loopback_and_prints_a_sign_in_link(store_path, captured)
     assert (config.host, config.port) == ("127.0.0.1", 8642)
     assert config.server_header is False
     text = out.getvalue()
-    link = re.search(r"sign in with http://127\.0\.0\.1:8642/login\?token=(\S+)", text)
+    # The token rides in the fragment, which browsers never send: no access log sees it.
+    link = re.search(r"sign in with http://127\.0\.0\.1:8642/login#token=(\S+)", text)
     assert link, text
+    token = unquote(link.group(1))
     with TestClient(config.app, headers={"accept": "text/html"}, follow_redirects=False) as client:
         assert client.get("/").status_code == 303
-        signed_in = client.get(f"/login?token={link.group(1)}")
+        assert client.get(f"/login?token={token}").status_code == 200  # no sign-in by GET
+        assert client.get("/").status_code == 303
+        signed_in = client.post("/login", data={"token": token})
         assert signed_in.status_code == 303
         assert client.get("/").status_code == 200
+
+
+def test_the_access_log_never_shows_a_token(store_path, captured, caplog):
+    """Even a stale ``/login?token=…`` bookmark leaves no token in uvicorn's access log."""
+    serve(store_path, WebSettings(token=TOKEN), out=io.StringIO())
+    [config] = captured
+    logging.config.dictConfig(config.log_config)
+    access = logging.getLogger("uvicorn.access")
+    access.addHandler(caplog.handler)  # dictConfig replaced the root's handlers
+    try:
+        access.info(
+            '%s - "%s %s HTTP/%s" %d',
+            "127.0.0.1:5000",
+            "GET",
+            f"/login?next=%2F&token={TOKEN}&Password=hunter2hunter2",
+            "1.1",
+            200,
+        )
+    finally:
+        access.removeHandler(caplog.handler)
+    [line] = [record.getMessage() for record in caplog.records]
+    assert TOKEN not in line and "hunter2" not in line
+    assert "/login?next=%2F&token=[redacted]&Password=[redacted]" in line
 
 
 def test_serve_refuses_a_public_address_without_authentication(store_path, captured):

@@ -241,19 +241,18 @@ async def set_enabled(dash: Dashboard, request: Request) -> Response:
 
 
 async def login_form(dash: Dashboard, request: Request) -> Response:
+    """The sign-in form. It never signs anyone in by itself: a token in the query string would
+    land in access logs and browser history. For the token ``jobledger web`` made for this run
+    (``login_link``), the form carries ``data-fragment-login``, and the page's script posts a
+    ``#token=…`` from the printed link's fragment, which browsers never send to the server."""
     identity = dash.identify(request)
     target = dash.local_path(request, request.query_params.get("next"))
-    token = request.query_params.get("token")
-    if token is not None and dash.settings.login_link:
-        # The one-time link `jobledger web` prints for the token it generated.
-        if dash.guard.check_token(token):
-            return _signed_in(dash, request, TOKEN_USER, target)
-        raise HTTPProblem(401, "Not signed in", "That sign-in link is not valid any more.")
     return dash.render(
         Page(request, identity),
         "login.html",
         next=target,
         error=None,
+        fragment_login=dash.settings.login_link,
         now=None,
         nav="login",
     )
@@ -307,6 +306,7 @@ def _login_page(
         status=status,
         next=target,
         error=error,
+        fragment_login=dash.settings.login_link,
         now=None,
         nav="login",
     )

@@ -8,11 +8,13 @@ newcomer needs (``jobledger web jobs.sqlite3``) still never serves an unauthenti
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import logging
+import re
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from ..errors import InvalidArgument
@@ -36,6 +38,35 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class RedactSecrets(logging.Filter):
+    """Blanks ``token=`` and ``password=`` query values in uvicorn's access log lines.
+
+    The dashboard never takes credentials from a query string, but a stale bookmark or a
+    hand-typed URL may still carry one, and an access log is read by more people than the
+    dashboard's users."""
+
+    PATTERN = re.compile(r"(?i)([?&](?:token|password)=)[^&#\s]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                self.PATTERN.sub(r"\1[redacted]", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's own logging set-up, with :class:`RedactSecrets` on its access log."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact_secrets"] = {"()": RedactSecrets}
+    access = config["loggers"].setdefault("uvicorn.access", {})
+    access["filters"] = [*access.get("filters", []), "redact_secrets"]
+    return config
 
 
 def serve(
@@ -76,8 +107,10 @@ def serve(
     print(f"jobledger web: serving {base}/", file=stream)
     if settings.login_link:
         assert settings.token is not None  # made by WebSettings for this run
+        # In the fragment: browsers never send it, so no access log or proxy sees the token;
+        # the login page's script posts it (app.js) and wipes it from the address bar.
         print(
-            f"jobledger web: sign in with {base}/login?token={quote(settings.token)} "
+            f"jobledger web: sign in with {base}/login#token={quote(settings.token)} "
             "(a token made for this run; configure a token or basic auth to choose your own)",
             file=stream,
         )
@@ -93,5 +126,6 @@ def serve(
         proxy_headers=forwarded_allow_ips is not None,
         forwarded_allow_ips=forwarded_allow_ips,
         lifespan="on",
+        log_config=log_config(),
     )
     uvicorn.Server(config).run()
