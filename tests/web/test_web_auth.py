@@ -481,6 +481,8 @@ def test_requeue_lands_in_the_audit_log_with_actor_and_reason(store, made):
         assert response.headers["location"] == "/dead-letters?job=billing-export"
         after = client.get(response.headers["location"]).text
         assert "Requeued 1 dead letter as web:alice." in after
+        # The note links to the requeued occurrence (the list no longer shows it).
+        assert re.search(rf'<a class="id" href="/occurrences/{target}"[^>]*>', after)
         assert "Requeued 1 dead letter" not in client.get("/dead-letters").text  # shown once
         again = client.post(
             "/dead-letters/requeue", data=requeue_form(store, target, csrf_token=csrf)

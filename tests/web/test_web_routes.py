@@ -44,7 +44,7 @@ def test_overview_counts_match_the_store(client, store):
         assert cell(html, row.kind, row.status) == str(row.count)
     assert 'data-testid="total-dead_letter"' in html
     assert html.count("<svg") == 2  # the two charts, server-rendered
-    assert "worker-7f3a:host-a" in html
+    assert "worker-7f3a:host-a" in html.replace("<wbr>", "")  # ids break at punctuation
     assert re.search(r"<b data-testid=\"hour-settled\">(\d+)</b>", html)
 
 

@@ -158,7 +158,13 @@ def test_sessions_and_flash_are_signed():
     clock.advance(timedelta(minutes=5))
     assert guard.read_session(value) is None
     notes = [{"level": "success", "text": "done"}, {"level": "evil", "text": "x"}]
-    assert guard.decode_flash(guard.encode_flash(notes)) == [notes[0]]
+    assert guard.decode_flash(guard.encode_flash(notes)) == [
+        {**notes[0], "occurrences": [], "more": 0}
+    ]
+    linked = [{"level": "success", "text": "x", "occurrences": ["occ_1", 2], "more": "3"}]
+    assert guard.decode_flash(guard.encode_flash(linked)) == [
+        {"level": "success", "text": "x", "occurrences": ["occ_1"], "more": 0}
+    ]
     assert guard.decode_flash(other.encode_flash(notes)) == []  # another key: not ours
     assert guard.decode_flash("forged.value") == []
 
@@ -214,3 +220,11 @@ def test_client_keys_group_an_ipv6_machine():
     assert client_key("::ffff:192.0.2.1") == "192.0.2.1"
     assert client_key(None) == "unknown"
     assert client_key("testclient") == "testclient"
+
+
+def test_identifiers_break_at_their_punctuation_and_stay_escaped():
+    assert (
+        str(formatting.breakable("reports/daily_run:v2")) == "reports/<wbr>daily_<wbr>run:<wbr>v2"
+    )
+    assert str(formatting.breakable("<b>/x")) == "&lt;b&gt;/<wbr>x"
+    assert str(formatting.breakable("welcome-email")) == "welcome-email"  # breaks after - anyway

@@ -24,6 +24,7 @@ from .security import SESSION_COOKIE, TOKEN_USER, Identity
 __all__ = ["cancel", "login", "login_form", "logout", "requeue", "set_enabled"]
 
 MAX_REQUEUE = 200
+LINKED_IN_NOTE = 10  # requeued occurrences the note after a requeue links to by name
 
 
 def _same_origin(request: Request) -> bool:
@@ -149,8 +150,16 @@ async def requeue(dash: Dashboard, request: Request) -> Response:
     notes: list[dict[str, Any]] = []
     if done:
         noun = "dead letter" if len(done) == 1 else "dead letters"
+        ids = [occ.id for occ in done]
         notes.append(
-            {"level": "success", "text": f"Requeued {len(done)} {noun} as {identity.actor}."}
+            {
+                "level": "success",
+                "text": f"Requeued {len(done)} {noun} as {identity.actor}.",
+                # Links to follow each one as it runs again (the page shown next is the list
+                # they were picked from, where they no longer appear).
+                "occurrences": ids[:LINKED_IN_NOTE],
+                "more": len(ids) - len(ids[:LINKED_IN_NOTE]),
+            }
         )
     notes += [
         {"level": "error", "text": f"{item['id']} was not requeued: {item['message']}"}

@@ -105,6 +105,7 @@ class Dashboard:
             duration=formatting.duration,
             pretty_json=formatting.pretty_json,
             short_id=formatting.short_id,
+            breakable=formatting.breakable,
             status_label=formatting.status_label,
         )
         self.env.globals.update(

@@ -214,11 +214,17 @@ class Guard:
         if not isinstance(data, list):
             return []
         return [
-            note
+            {
+                "level": note["level"],
+                "text": note["text"],
+                "occurrences": [i for i in note.get("occurrences", []) if isinstance(i, str)],
+                "more": note.get("more") if type(note.get("more")) is int else 0,
+            }
             for note in data
             if isinstance(note, dict)
             and isinstance(note.get("text"), str)
             and note.get("level") in ("info", "success", "error")
+            and isinstance(note.get("occurrences", []), list)
         ]
 
     # -- signing ----------------------------------------------------------------------------
