@@ -314,6 +314,19 @@ def test_failures_for_one_user_name_from_many_addresses_are_rate_limited(store):
     assert right(fresh).status_code == 303
 
 
+def test_wrong_tokens_from_many_addresses_never_lock_the_token_out(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    for index in range(40):
+        guesser = client_at(app, f"203.0.113.{index}")
+        wrong_token = {"authorization": "Bearer wrong-wrong-wrong-wrong"}
+        assert guesser.get("/", headers=wrong_token).status_code == 401
+        assert guesser.post("/login", data={"token": "wrong-wrong-wrong-wrong"}).status_code == 401
+    scraper = client_at(app, "192.0.2.50")
+    assert scraper.get("/metrics", headers={**BEARER, "accept": "text/plain"}).status_code == 200
+    assert scraper.post("/login", data={"token": TOKEN}).status_code == 303
+
+
 def test_wrong_basic_credentials_in_headers_are_rate_limited_too(store):
     clock = FakeClock(1_000_000)
     app = limited_app(store, clock)

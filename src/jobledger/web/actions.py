@@ -18,7 +18,16 @@ from starlette.responses import RedirectResponse, Response
 
 from ..errors import Conflict, InvalidArgument, NotFound, RevisionConflict, SchedulerError
 from ..models import Occurrence
-from .core import Dashboard, HTTPProblem, Page, first, json_response, read_form, wants_json
+from .core import (
+    Dashboard,
+    HTTPProblem,
+    Page,
+    first,
+    json_response,
+    limited_names,
+    read_form,
+    wants_json,
+)
 from .security import SESSION_COOKIE, TOKEN_USER, Identity
 
 __all__ = ["cancel", "login", "login_form", "logout", "requeue", "set_enabled"]
@@ -285,8 +294,8 @@ async def login(dash: Dashboard, request: Request) -> Response:
     token = first(form, "token") or ""
     user = (first(form, "user") or "").strip()
     password = first(form, "password") or ""
-    claimed = ([TOKEN_USER] if token else []) + ([user] if user else [])
-    wait = dash.sign_in_wait(request, claimed)
+    names = limited_names(user)
+    wait = dash.sign_in_wait(request, names)
     if wait:
         response = _login_page(
             dash,
@@ -301,8 +310,8 @@ async def login(dash: Dashboard, request: Request) -> Response:
         return _signed_in(dash, request, TOKEN_USER, target)
     if user and dash.guard.check_password(user, password):
         return _signed_in(dash, request, user, target)
-    if claimed:
-        dash.limits.failed(dash.client_address(request), claimed)
+    if token or user:
+        dash.limits.failed(dash.client_address(request), names)
     return _login_page(dash, request, target, status=401, error="Those credentials are not valid.")
 
 

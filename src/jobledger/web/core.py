@@ -34,7 +34,7 @@ from ..errors import (
 from ..store.base import Store
 from . import formatting
 from .limits import SignInLimits, client_key
-from .security import FLASH_COOKIE, SESSION_COOKIE, AuthError, Guard, Identity
+from .security import FLASH_COOKIE, SESSION_COOKIE, TOKEN_USER, AuthError, Guard, Identity
 from .settings import WebSettings
 
 __all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect", "SecurityHeaders", "StaticAssets"]
@@ -125,8 +125,7 @@ class Dashboard:
         authorization = request.headers.get("authorization")
         if not authorization:
             return self.guard.identify(request.headers, request.cookies)
-        claimed = self.guard.claimed_user(authorization)
-        users = [claimed] if claimed else []
+        users = limited_names(self.guard.claimed_user(authorization))
         self.refuse_while_limited(request, users)
         try:
             return self.guard.identify(request.headers, request.cookies)
@@ -320,6 +319,13 @@ class Redirect(Exception):
         if self.htmx:
             return Response(status_code=200, headers={"HX-Redirect": self.location})
         return RedirectResponse(self.location, status_code=303)
+
+
+def limited_names(*claimed: str | None) -> list[str]:
+    """The user names a sign-in attempt counts against. Not the token's: it is at least 16
+    characters, out of reach of guessing at the per-address pace anyway, and a limit on it would
+    let anyone, from anywhere, lock every script and Prometheus scrape out."""
+    return [name for name in claimed if name and name != TOKEN_USER]
 
 
 def _wants_html(request: Request) -> bool:

@@ -8,7 +8,8 @@ Successful sign-ins cost nothing.
 Two limits, because each alone has a hole: per address only, an attacker with many addresses
 guesses one user's password at full speed; per user name only, one address tries every name.
 The user-name limit is higher than the address limit, and one address's failures on other names
-never reach a user's own limit, so another user signing in from elsewhere is not blocked.
+never reach a user's own limit, so another user signing in from elsewhere is not blocked. The
+bearer token has no per-name limit (see :func:`jobledger.web.core.limited_names`).
 
 Each limit is a generic cell rate algorithm (a token bucket kept as one number per key): the
 key's *theoretical arrival time* moves ``period`` ahead with every failure; an attempt is
