@@ -30,10 +30,9 @@ from .core import (
     Dashboard,
     HTTPProblem,
     Redirect,
-    SecurityHeaders,
-    StaticAssets,
     error_problem,
 )
+from .headers import SecurityHeaders, StaticAssets
 from .settings import WebSettings
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The parts every page and action share: rendering, who is asking, URLs, errors, headers.
+"""The parts every page and action share: rendering, who is asking, URLs, errors.
 
 :class:`Dashboard` holds one app's store, settings, :class:`~jobledger.web.security.Guard` and
 Jinja environment. Pages (``pages.py``) and actions (``actions.py``) are plain functions of a
@@ -20,8 +20,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
     Conflict,
@@ -37,7 +35,7 @@ from .limits import SignInLimits, client_key
 from .security import FLASH_COOKIE, SESSION_COOKIE, TOKEN_USER, AuthError, Guard, Identity
 from .settings import WebSettings
 
-__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect", "SecurityHeaders", "StaticAssets"]
+__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect"]
 
 logger = logging.getLogger("jobledger.web")
 
@@ -45,11 +43,6 @@ HERE = Path(__file__).parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 MAX_FORM_BYTES = 256 * 1024
-
-CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 
 
 class HTTPProblem(Exception):
@@ -386,68 +379,6 @@ async def read_form(request: Request) -> dict[str, list[str]]:
 def first(form: Mapping[str, list[str]], name: str) -> str | None:
     values = form.get(name)
     return values[0] if values else None
-
-
-STATIC_CACHE_CONTROL = b"public, max-age=604800, immutable"
-
-
-class StaticAssets:
-    """The ``/static`` mount: the packaged script, stylesheet and icon, cacheable for a week.
-
-    Their URLs carry the files' content hash (``?v=``), so a cached copy is never stale. Only
-    this app, reached through the router's match of the mount itself, marks answers cacheable:
-    pages whose path merely contains ``/static/`` (a job id, or a dashboard mounted at
-    ``/static``) carry the session's CSRF token and stay ``no-store``, as do this mount's own
-    errors (a 404 page shows who is signed in).
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.files = StaticFiles(directory=directory)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_cacheable(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] in (200, 304):
-                headers = [
-                    (name, value)
-                    for name, value in message.get("headers", [])
-                    if name.lower() != b"cache-control"
-                ]
-                headers.append((b"cache-control", STATIC_CACHE_CONTROL))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.files(scope, receive, send_cacheable)
-
-
-class SecurityHeaders:
-    """ASGI middleware: a strict Content-Security-Policy and friends on every response, and
-    ``Cache-Control: no-store`` on every response that did not set its own (only
-    :class:`StaticAssets` does): pages, sign-in and sign-out answers, errors, JSON."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                names = {name.lower() for name, _ in headers}
-                extra = [
-                    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),
-                    (b"x-frame-options", b"DENY"),
-                    (b"cache-control", b"no-store"),
-                ]
-                headers += [(name, value) for name, value in extra if name not in names]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
 
 
 def json_response(data: Any, status: int = 200) -> Response:
