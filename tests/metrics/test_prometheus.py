@@ -21,7 +21,7 @@ from jobledger.errors import InvalidArgument
 from jobledger.metrics import PrometheusObserver, StoreCollector, serve_metrics
 from jobledger.planning.planner import Planner
 from jobledger.testing import DEFAULT_START_MS, FakeClock
-from jobledger.web import create_app
+from jobledger.web import WebSettings, create_app
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 __all__ = ["postgres_database_url", "postgres_template"]
@@ -192,7 +192,7 @@ def test_metrics_after_a_known_workload_over_http_and_the_web_app(target):
         check_observer_numbers(over_http)
         check_store_numbers(over_http)
 
-        web = create_app(app.store, token=TOKEN, metrics_registry=observer.registry)
+        web = create_app(app.store, WebSettings(token=TOKEN), metrics_registry=observer.registry)
         with TestClient(web) as client:
             assert client.get("/metrics").status_code == 401
             answer = client.get("/metrics", headers={"authorization": f"Bearer {TOKEN}"})

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from jobledger.web import create_app
+from jobledger.web import WebSettings, create_app
 from tests.web.conftest import TOKEN, USERS
 
 HTML = {"accept": "text/html"}
@@ -16,12 +16,18 @@ BEARER = {"authorization": f"Bearer {TOKEN}"}
 SECRET = "route-test-secret-key-0123456789"
 
 
-def client_for(store: Any, **options: Any) -> TestClient:
+def settings_for(**options: Any) -> WebSettings:
+    """The test dashboard's settings: alice and the token, unless read-only says otherwise."""
     if not options.get("read_only") or options.get("token") or options.get("basic_auth"):
         options.setdefault("basic_auth", USERS)
         options.setdefault("token", TOKEN)
     options.setdefault("secret_key", SECRET)
-    return TestClient(create_app(store, **options), headers=HTML, follow_redirects=False)
+    return WebSettings(**options)
+
+
+def client_for(store: Any, **options: Any) -> TestClient:
+    app = create_app(store, settings_for(**options))
+    return TestClient(app, headers=HTML, follow_redirects=False)
 
 
 def sign_in(client: TestClient, user: str = "alice") -> str:

@@ -7,11 +7,13 @@ token and in read-only mode. Screenshots of every page go to ``tests/web/artifac
 from __future__ import annotations
 
 import re
+from datetime import timedelta
+from urllib.parse import quote
 
 import pytest
 
 from jobledger.testing import run_until_idle
-from jobledger.web import create_app
+from jobledger.web import WebSettings, create_app
 from tests.web.conftest import BROWSER_MISSING, TOKEN, USERS, screenshot
 
 pytestmark = [
@@ -26,7 +28,7 @@ def dashboard(app, **options):
     options.setdefault("basic_auth", USERS)
     options.setdefault("token", TOKEN)
     options.setdefault("secret_key", SECRET)
-    return create_app(app.store, **options)
+    return create_app(app.store, WebSettings(**options))
 
 
 def sign_in(page, base, user="alice"):
@@ -114,6 +116,24 @@ def test_every_page_renders_what_the_store_holds(seeded, serve_app, browser_page
     assert "404" in page.inner_text("[data-testid=error]")
 
 
+def test_the_printed_sign_in_link_signs_in_through_its_fragment(
+    seeded, serve_app, browser_page, backend
+):
+    app, _ = seeded
+    settings = WebSettings(login_link=True)  # what `jobledger web` makes with nothing configured
+    server = serve_app(create_app(app.store, settings))
+    page, base = browser_page, server.url
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(f"{base}/login#token={quote(settings.token or '')}")
+    page.wait_for_url(f"{base}/")
+    assert page.inner_text("[data-testid=user]") == "token"
+    assert settings.token not in page.url
+    # The token travelled only in a POST body: no URL the browser asked for carried it.
+    assert requests and not [url for url in requests if settings.token in url.partition("#")[0]]
+    assert page.console_errors == []
+
+
 def test_requeue_from_the_dead_letters_page_runs_it_again(seeded, serve_app, browser_page, backend):
     app, made = seeded
     server = serve_app(dashboard(app))
@@ -133,12 +153,26 @@ def test_requeue_from_the_dead_letters_page_runs_it_again(seeded, serve_app, bro
     page.wait_for_url(f"{base}/dead-letters")
     assert "Requeued 2 dead letters as web:alice." in page.inner_text(".flash-success")
     assert page.locator("[data-testid=dead-letters] tbody tr").count() == 1
+    links = page.locator(".flash-success a[data-testid=requeued]")
+    assert sorted(links.evaluate_all("links => links.map(a => a.title)")) == sorted([target, other])
+    screenshot(page, f"{backend}-dead-letters-requeued")
     assert app.store.get_occurrence(target).status == "retry_wait"
 
     made.flaky[invoice] = False  # the upstream problem is fixed: this invoice now goes through
     made.flaky[app.store.get_occurrence(other).payload["invoice"]] = False
     results = {result.occurrence.id: result.status for result in run_until_idle(app)}
     assert results[target] == "succeeded"
+
+    page.goto(f"{base}/dead-letters")
+    page.check(f"tr[data-occurrence='{made.dead_letters[2]}'] input[type=checkbox]")
+    page.fill("[data-testid=reason]", "one more")
+    page.locator("[data-testid=requeue]").click()
+    page.wait_for_url(f"{base}/dead-letters")
+    page.click(".flash-success a[data-testid=requeued]")  # straight to the requeued one
+    page.wait_for_url(f"{base}/occurrences/{made.dead_letters[2]}")
+    assert page.locator("[data-testid=timeline] li").last.get_attribute("data-event") == (
+        "occurrence_requeued"
+    )
 
     page.goto(f"{base}/occurrences/{target}")
     timeline = page.locator("[data-testid=timeline] li")
@@ -183,7 +217,8 @@ def test_actions_refused_without_sign_in_or_csrf_token(seeded, serve_app, browse
 
 def test_read_only_mode_hides_and_refuses_actions(seeded, serve_app, browser_page, backend):
     app, made = seeded
-    server = serve_app(create_app(app.store, read_only=True))  # no credentials: open reads
+    # No credentials: open reads.
+    server = serve_app(create_app(app.store, WebSettings(read_only=True)))
     page, base = browser_page, server.url
     page.goto(f"{base}/dead-letters")
     assert page.inner_text(".badge-readonly") == "read-only"
@@ -232,7 +267,6 @@ def test_disable_a_job_and_cancel_an_occurrence(seeded, serve_app, browser_page,
 
 def test_occurrences_refresh_live(seeded, serve_app, browser_page, backend):
     app, _ = seeded
-    from datetime import timedelta
 
     server = serve_app(dashboard(app, refresh=timedelta(seconds=1)))
     page, base = browser_page, server.url
@@ -242,3 +276,80 @@ def test_occurrences_refresh_live(seeded, serve_app, browser_page, backend):
     page.wait_for_selector(f"tr[data-occurrence='{fresh.id}']", timeout=10_000)
     assert page.url == f"{base}/occurrences?job=welcome-email"  # swapped in place, no reload
     assert page.console_errors == []
+
+
+LONG_JOB = "reports/static/daily-revenue-reconciliation-for-every-region-and-currency"
+LAYOUT_PAGES = ["overview", "jobs", "job", "occurrences", "occurrence", "dead-letters"]
+
+
+@pytest.mark.parametrize("width", [420, 1280])
+def test_pages_fit_the_viewport_and_identifiers_wrap_sensibly(
+    seeded, serve_app, browser_page, backend, width, clock
+):
+    """No page scrolls sideways (wide tables scroll inside their panel), a long job id wraps
+    at its punctuation into a few lines, not one letter per line, and the explain page's
+    "Skipped runs" stands apart from the facts above it."""
+    app, made = seeded
+    app.store.create_job(
+        id=LONG_JOB, kind="email", authority={"principal": {"type": "user", "id": "t"}}
+    )
+    occurrence = app.enqueue(LONG_JOB, payload={"to": "wide@example.com"})
+    app.schedule("minutely-digest", "email", every=timedelta(minutes=1), misfire="skip")
+    app.plan()
+    clock.advance(timedelta(minutes=10))  # the planner was away: nine slots skipped
+    app.plan()
+    server = serve_app(dashboard(app))
+    page, base = browser_page, server.url
+    page.set_viewport_size({"width": width, "height": 860})
+    page.goto(f"{base}/login")
+    assert_fits(page, width, "login")
+    sign_in(page, base)
+    paths = {
+        "overview": "/",
+        "jobs": "/jobs",
+        "job": f"/jobs/{quote(LONG_JOB, safe='')}",
+        "occurrences": "/occurrences",
+        "occurrence": f"/occurrences/{occurrence.id}",
+        "dead-letters": "/dead-letters",
+    }
+    for name in LAYOUT_PAGES:
+        page.goto(base + paths[name])
+        assert_fits(page, width, name)
+        screenshot(page, f"{backend}-{width}px-{name}")
+    page.goto(f"{base}/jobs")
+    assert lines_of(page, f"tr[data-job='{LONG_JOB}'] td:first-child a") <= 4
+    page.goto(f"{base}/occurrences")
+    assert lines_of(page, f"tr[data-occurrence='{occurrence.id}'] td:nth-child(2) a") <= 4
+    page.goto(base + paths["job"])
+    assert lines_of(page, "h1") <= 4
+    page.goto(f"{base}/jobs/minutely-digest")
+    assert_fits(page, width, "skipped runs")
+    gap = page.evaluate(
+        """() => {
+            const heading = [...document.querySelectorAll("[data-testid=explain] h2")]
+                .find(h2 => h2.textContent.trim() === "Skipped runs");
+            const facts = document.querySelector("[data-testid=explain] dl.facts");
+            return heading.getBoundingClientRect().top - facts.getBoundingClientRect().bottom;
+        }"""
+    )
+    assert gap >= 16, gap
+    screenshot(page, f"{backend}-{width}px-job-skipped-runs")
+    assert page.console_errors == []
+
+
+def assert_fits(page, width: int, name: str) -> None:
+    sizes = page.evaluate(
+        "() => ({doc: document.documentElement.scrollWidth, body: document.body.scrollWidth,"
+        " view: window.innerWidth})"
+    )
+    assert sizes["view"] == width
+    assert sizes["doc"] <= width and sizes["body"] <= width, (name, sizes)
+
+
+def lines_of(page, selector: str) -> int:
+    """How many lines the element's text takes (its height over its line height)."""
+    return page.eval_on_selector(
+        selector,
+        "el => Math.round(el.getBoundingClientRect().height"
+        " / parseFloat(getComputedStyle(el).lineHeight))",
+    )

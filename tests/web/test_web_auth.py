@@ -12,10 +12,18 @@ from starlette.testclient import TestClient
 
 from jobledger.testing import FakeClock
 from jobledger.web import WebSettings, create_app
-from jobledger.web.app import build_app
 from jobledger.web.security import SESSION_COOKIE
 from tests.web.conftest import TOKEN, USERS
-from tests.web.helpers import BEARER, HTML, JSON, SECRET, client_for, csrf_of, sign_in
+from tests.web.helpers import (
+    BEARER,
+    HTML,
+    JSON,
+    SECRET,
+    client_for,
+    csrf_of,
+    settings_for,
+    sign_in,
+)
 
 
 @pytest.fixture
@@ -148,7 +156,10 @@ def test_login_never_redirects_off_site(store, target):
 def test_a_tampered_or_expired_session_is_anonymous(store):
     clock = FakeClock(1_000_000)
     app = create_app(
-        store, basic_auth=USERS, secret_key=SECRET, clock=clock, session_ttl=timedelta(hours=1)
+        store,
+        WebSettings(
+            basic_auth=USERS, secret_key=SECRET, clock=clock, session_ttl=timedelta(hours=1)
+        ),
     )
     with TestClient(app, headers=HTML, follow_redirects=False) as client:
         client.post("/login", data={"user": "alice", "password": USERS["alice"]})
@@ -169,14 +180,24 @@ def test_changing_a_password_ends_its_sessions(store):
     with client_for(store) as client:
         sign_in(client)
         value = client.cookies[SESSION_COOKIE]
-    changed = create_app(store, basic_auth={"alice": "a new password"}, secret_key=SECRET)
+    changed = create_app(
+        store, WebSettings(basic_auth={"alice": "a new password"}, secret_key=SECRET)
+    )
     with TestClient(changed, headers=HTML, follow_redirects=False) as client:
         client.cookies.set(SESSION_COOKIE, value)
         assert client.get("/").status_code == 303
-    same = create_app(store, basic_auth=USERS, token=TOKEN, secret_key=SECRET)
-    with TestClient(same, headers=HTML, follow_redirects=False) as client:
-        client.cookies.set(SESSION_COOKIE, value)  # same key and credentials: still valid
+
+
+def test_sessions_live_in_the_dashboard_process(store):
+    """A restart (a new app, same key and credentials) signs everyone out: docs/web.md says so."""
+    with client_for(store) as client:
+        sign_in(client)
+        value = client.cookies[SESSION_COOKIE]
         assert client.get("/").status_code == 200
+    same = create_app(store, WebSettings(basic_auth=USERS, token=TOKEN, secret_key=SECRET))
+    with TestClient(same, headers=HTML, follow_redirects=False) as client:
+        client.cookies.set(SESSION_COOKIE, value)
+        assert client.get("/").status_code == 303
 
 
 def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
@@ -189,17 +210,156 @@ def test_logout_needs_the_csrf_token_and_clears_the_cookie(store):
         assert client.get("/").status_code == 303
 
 
-def test_the_sign_in_link_works_only_for_a_generated_token(store):
-    settings = WebSettings(token=TOKEN, secret_key=SECRET, login_link=True)
-    with TestClient(build_app(store, settings), headers=HTML, follow_redirects=False) as client:
-        bad = client.get("/login?token=wrong-wrong-wrong-wrong")
-        assert bad.status_code == 401
-        good = client.get(f"/login?token={TOKEN}&next=/jobs")
-        assert good.status_code == 303 and good.headers["location"] == "/jobs"
+def test_a_cookie_copied_before_sign_out_stops_working(store, made):
+    app = create_app(store, settings_for())
+    with TestClient(app, headers=HTML, follow_redirects=False) as client:
+        csrf = sign_in(client)
+        copied = client.cookies[SESSION_COOKIE]
+        other = TestClient(app, headers=HTML, follow_redirects=False)
+        other.cookies.set(SESSION_COOKIE, copied)
+        assert other.get("/").status_code == 200  # the copy works while the session lasts
+        assert client.post("/logout", data={"csrf_token": csrf}).status_code == 303
+        assert other.get("/").status_code == 303  # ended on the server, not only in a browser
+        refused = other.post(
+            "/dead-letters/requeue", data=requeue_form(store, made.dead_letters[0], csrf_token=csrf)
+        )
+        assert refused.status_code == 401
+        again = sign_in(client)  # a new sign-in is a new session; the old one stays ended
+        assert again != csrf
+        assert client.get("/").status_code == 200
+        assert other.get("/").status_code == 303
+    assert store.get_occurrence(made.dead_letters[0]).status == "dead_letter"
+
+
+def wrong(client: TestClient, user: str = "alice"):
+    return client.post("/login", data={"user": user, "password": "not the password"})
+
+
+WITH_BOB = {**USERS, "bob": "bob's long password"}
+
+
+def right(client: TestClient, user: str = "alice"):
+    return client.post("/login", data={"user": user, "password": WITH_BOB[user]})
+
+
+def limited_app(store, clock):
+    return create_app(store, settings_for(basic_auth=WITH_BOB, clock=clock))
+
+
+def client_at(app, address: str) -> TestClient:
+    return TestClient(app, headers=HTML, follow_redirects=False, client=(address, 50000))
+
+
+def test_sign_in_failures_from_one_address_are_rate_limited(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    client = client_at(app, "192.0.2.7")
+    for _ in range(5):
+        assert wrong(client).status_code == 401
+    limited = wrong(client)
+    assert limited.status_code == 429
+    retry_after = int(limited.headers["retry-after"])
+    assert 0 < retry_after <= 60
+    assert "Too many failed sign-ins" in limited.text
+    assert right(client).status_code == 429  # not even checked: an attacker learns nothing
+    token = client.post("/login", data={"token": TOKEN})
+    assert token.status_code == 429
+    clock.advance(timedelta(seconds=retry_after - 1))
+    assert right(client).status_code == 429
+    clock.advance(timedelta(seconds=1))  # the window passed (the fake clock; nothing sleeps)
+    assert right(client).status_code == 303
+    assert client.get("/").status_code == 200
+
+
+def test_300_wrong_passwords_are_mostly_refused_unchecked(store, monkeypatch):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    dash = app.app.state.dashboard
+    checked: list[str] = []
+    check = dash.guard.check_password
+    monkeypatch.setattr(
+        dash.guard, "check_password", lambda user, pw: checked.append(user) or check(user, pw)
+    )
+    client = client_at(app, "192.0.2.8")
+    codes = [wrong(client).status_code for _ in range(300)]
+    assert codes.count(401) == 5 and codes.count(429) == 295
+    assert len(checked) == 5
+
+
+def test_one_attacker_does_not_lock_out_other_users(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    attacker = client_at(app, "203.0.113.9")
+    for _ in range(50):
+        wrong(attacker, "bob")
+        wrong(attacker, "mallory")
+    assert wrong(attacker, "bob").status_code == 429
+    # Another user, from another address, is not affected.
+    alice = client_at(app, "198.51.100.4")
+    assert right(alice).status_code == 303
+    # The attacker's address is limited for every name (the per-client limit).
+    assert right(attacker).status_code == 429
+
+
+def test_failures_for_one_user_name_from_many_addresses_are_rate_limited(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    for index in range(10):
+        assert wrong(client_at(app, f"198.51.100.{index}")).status_code == 401
+    fresh = client_at(app, "198.51.100.200")
+    limited = right(fresh)
+    assert limited.status_code == 429
+    assert right(fresh, "bob").status_code == 303  # another name from the same address
+    clock.advance(timedelta(seconds=int(limited.headers["retry-after"])))
+    assert right(fresh).status_code == 303
+
+
+def test_wrong_tokens_from_many_addresses_never_lock_the_token_out(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    for index in range(40):
+        guesser = client_at(app, f"203.0.113.{index}")
+        wrong_token = {"authorization": "Bearer wrong-wrong-wrong-wrong"}
+        assert guesser.get("/", headers=wrong_token).status_code == 401
+        assert guesser.post("/login", data={"token": "wrong-wrong-wrong-wrong"}).status_code == 401
+    scraper = client_at(app, "192.0.2.50")
+    assert scraper.get("/metrics", headers={**BEARER, "accept": "text/plain"}).status_code == 200
+    assert scraper.post("/login", data={"token": TOKEN}).status_code == 303
+
+
+def test_wrong_basic_credentials_in_headers_are_rate_limited_too(store):
+    clock = FakeClock(1_000_000)
+    app = limited_app(store, clock)
+    client = client_at(app, "192.0.2.9")
+    for _ in range(5):
+        assert client.get("/", headers=basic("alice", "guess")).status_code == 401
+    blocked = client.get("/", headers=basic("alice", USERS["alice"]))
+    assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
+    api = client.get("/", headers={**basic("alice", USERS["alice"]), **JSON})
+    assert api.status_code == 429 and api.json()["error"] == "Too many sign-in attempts"
+    assert client_at(app, "192.0.2.10").get("/", headers=BEARER).status_code == 200
+    clock.advance(timedelta(minutes=1))
+    assert client.get("/", headers=basic("alice", USERS["alice"])).status_code == 200
+
+
+def test_a_token_in_the_query_string_never_signs_in(store):
+    """``/login?token=…`` would put the token in access logs and browser history: only a POST
+    signs in (the printed link carries the token in its fragment, which a script posts)."""
+    settings = WebSettings(secret_key=SECRET, login_link=True)
+    with TestClient(create_app(store, settings), headers=HTML, follow_redirects=False) as client:
+        link = client.get(f"/login?token={settings.token}&next=/jobs")
+        assert link.status_code == 200 and "set-cookie" not in link.headers
+        assert "data-fragment-login" in link.text  # the page's script reads #token=…
+        assert client.get("/jobs").status_code == 303
+        posted = client.post("/login", data={"token": settings.token, "next": "/jobs"})
+        assert posted.status_code == 303 and posted.headers["location"] == "/jobs"
         assert client.get("/jobs").status_code == 200
-    with client_for(store) as client:  # a configured token never logs in from a URL
-        assert client.get(f"/login?token={TOKEN}").status_code == 200
+    with client_for(store) as client:  # a configured token: no fragment sign-in either
+        page = client.get(f"/login?token={TOKEN}")
+        assert page.status_code == 200 and "data-fragment-login" not in page.text
         assert client.get("/").status_code == 303
+        assert client.post("/login", data={"token": TOKEN}).status_code == 303
+        assert client.get("/").status_code == 200
 
 
 # -- CSRF ----------------------------------------------------------------------------------
@@ -334,6 +494,8 @@ def test_requeue_lands_in_the_audit_log_with_actor_and_reason(store, made):
         assert response.headers["location"] == "/dead-letters?job=billing-export"
         after = client.get(response.headers["location"]).text
         assert "Requeued 1 dead letter as web:alice." in after
+        # The note links to the requeued occurrence (the list no longer shows it).
+        assert re.search(rf'<a class="id" href="/occurrences/{target}"[^>]*>', after)
         assert "Requeued 1 dead letter" not in client.get("/dead-letters").text  # shown once
         again = client.post(
             "/dead-letters/requeue", data=requeue_form(store, target, csrf_token=csrf)

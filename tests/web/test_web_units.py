@@ -11,7 +11,9 @@ import pytest
 from jobledger.models import Event, ThroughputBucket
 from jobledger.testing import FakeClock
 from jobledger.web import charts, formatting
+from jobledger.web.limits import FailureLimit, client_key
 from jobledger.web.security import Guard, Identity
+from jobledger.web.sessions import SessionRegistry
 from jobledger.web.settings import WebSettings
 from jobledger.web.timeline import build_timeline
 
@@ -156,7 +158,13 @@ def test_sessions_and_flash_are_signed():
     clock.advance(timedelta(minutes=5))
     assert guard.read_session(value) is None
     notes = [{"level": "success", "text": "done"}, {"level": "evil", "text": "x"}]
-    assert guard.decode_flash(guard.encode_flash(notes)) == [notes[0]]
+    assert guard.decode_flash(guard.encode_flash(notes)) == [
+        {**notes[0], "occurrences": [], "more": 0}
+    ]
+    linked = [{"level": "success", "text": "x", "occurrences": ["occ_1", 2], "more": "3"}]
+    assert guard.decode_flash(guard.encode_flash(linked)) == [
+        {"level": "success", "text": "x", "occurrences": ["occ_1"], "more": 0}
+    ]
     assert guard.decode_flash(other.encode_flash(notes)) == []  # another key: not ours
     assert guard.decode_flash("forged.value") == []
 
@@ -167,3 +175,56 @@ def test_csrf_rules():
     assert not Guard.csrf_ok(Identity("alice", "session", "abc"), None)
     assert not Guard.csrf_ok(Identity("alice", "session", "abc"), "abd")
     assert Guard.csrf_ok(Identity("alice", "session", "abc"), "abc")
+
+
+def test_session_registry_ends_expires_and_stays_bounded():
+    clock = FakeClock(0)
+    registry = SessionRegistry(clock, ttl_ms=60_000, limit=3)
+    first, session = registry.open("alice")
+    assert registry.get(first) == session and session.expires_at == 60_000
+    registry.end(first)
+    assert registry.get(first) is None
+    ids = [registry.open(f"user{index}")[0] for index in range(4)]
+    assert len(registry) == 3 and registry.get(ids[0]) is None  # the oldest made room
+    clock.advance(60_000)
+    assert registry.get(ids[-1]) is None  # expired
+    registry.open("bob")
+    assert len(registry) == 1  # expired sessions are dropped as new ones open
+
+
+def test_failure_limit_paces_and_forgets():
+    clock = FakeClock(0)
+    limit = FailureLimit(clock, burst=3, period=timedelta(seconds=10), limit=4)
+    for _ in range(3):
+        assert limit.wait_ms("a") == 0
+        limit.failed("a")
+    assert limit.wait_ms("a") == 10_000
+    clock.advance(4_000)
+    assert limit.wait_ms("a") == 6_000
+    clock.advance(6_000)
+    assert limit.wait_ms("a") == 0  # one more try per period
+    limit.failed("a")
+    assert limit.wait_ms("a") == 10_000
+    for key in "bcde":
+        limit.failed(key)
+    assert len(limit) == 4 and limit.wait_ms("a") == 0  # the least recent key was forgotten
+    clock.advance(60_000)
+    limit.failed("f")
+    assert len(limit) == 1  # keys whose time passed are dropped when the table is full
+
+
+def test_client_keys_group_an_ipv6_machine():
+    assert client_key("192.0.2.1") == "192.0.2.1"
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") == "2001:db8::/64"
+    assert client_key("2001:db8:0:1::1") != client_key("2001:db8::1")
+    assert client_key("::ffff:192.0.2.1") == "192.0.2.1"
+    assert client_key(None) == "unknown"
+    assert client_key("testclient") == "testclient"
+
+
+def test_identifiers_break_at_their_punctuation_and_stay_escaped():
+    assert (
+        str(formatting.breakable("reports/daily_run:v2")) == "reports/<wbr>daily_<wbr>run:<wbr>v2"
+    )
+    assert str(formatting.breakable("<b>/x")) == "&lt;b&gt;/<wbr>x"
+    assert str(formatting.breakable("welcome-email")) == "welcome-email"  # breaks after - anyway

@@ -18,12 +18,22 @@ from starlette.responses import RedirectResponse, Response
 
 from ..errors import Conflict, InvalidArgument, NotFound, RevisionConflict, SchedulerError
 from ..models import Occurrence
-from .core import Dashboard, HTTPProblem, Page, first, json_response, read_form, wants_json
+from .core import (
+    Dashboard,
+    HTTPProblem,
+    Page,
+    first,
+    json_response,
+    limited_names,
+    read_form,
+    wants_json,
+)
 from .security import SESSION_COOKIE, TOKEN_USER, Identity
 
 __all__ = ["cancel", "login", "login_form", "logout", "requeue", "set_enabled"]
 
 MAX_REQUEUE = 200
+LINKED_IN_NOTE = 10  # requeued occurrences the note after a requeue links to by name
 
 
 def _same_origin(request: Request) -> bool:
@@ -149,8 +159,16 @@ async def requeue(dash: Dashboard, request: Request) -> Response:
     notes: list[dict[str, Any]] = []
     if done:
         noun = "dead letter" if len(done) == 1 else "dead letters"
+        ids = [occ.id for occ in done]
         notes.append(
-            {"level": "success", "text": f"Requeued {len(done)} {noun} as {identity.actor}."}
+            {
+                "level": "success",
+                "text": f"Requeued {len(done)} {noun} as {identity.actor}.",
+                # Links to follow each one as it runs again (the page shown next is the list
+                # they were picked from, where they no longer appear).
+                "occurrences": ids[:LINKED_IN_NOTE],
+                "more": len(ids) - len(ids[:LINKED_IN_NOTE]),
+            }
         )
     notes += [
         {"level": "error", "text": f"{item['id']} was not requeued: {item['message']}"}
@@ -241,19 +259,18 @@ async def set_enabled(dash: Dashboard, request: Request) -> Response:
 
 
 async def login_form(dash: Dashboard, request: Request) -> Response:
+    """The sign-in form. It never signs anyone in by itself: a token in the query string would
+    land in access logs and browser history. For the token ``jobledger web`` made for this run
+    (``login_link``), the form carries ``data-fragment-login``, and the page's script posts a
+    ``#token=…`` from the printed link's fragment, which browsers never send to the server."""
     identity = dash.identify(request)
     target = dash.local_path(request, request.query_params.get("next"))
-    token = request.query_params.get("token")
-    if token is not None and dash.settings.login_link:
-        # The one-time link `jobledger web` prints for the token it generated.
-        if dash.guard.check_token(token):
-            return _signed_in(dash, request, TOKEN_USER, target)
-        raise HTTPProblem(401, "Not signed in", "That sign-in link is not valid any more.")
     return dash.render(
         Page(request, identity),
         "login.html",
         next=target,
         error=None,
+        fragment_login=dash.settings.login_link,
         now=None,
         nav="login",
     )
@@ -267,6 +284,9 @@ def _signed_in(dash: Dashboard, request: Request, user: str, target: str) -> Res
 
 
 async def login(dash: Dashboard, request: Request) -> Response:
+    """Sign in with the form's ``token`` or ``user`` and ``password``: a session and a 303 to
+    ``next``; wrong credentials are a 401 and count against the sign-in limits, and while those
+    limit this address or user name the answer is a 429 without checking anything."""
     if not _same_origin(request):
         raise HTTPProblem(403, "Refused", "The request came from another site.")
     form = await read_form(request)
@@ -274,27 +294,51 @@ async def login(dash: Dashboard, request: Request) -> Response:
     token = first(form, "token") or ""
     user = (first(form, "user") or "").strip()
     password = first(form, "password") or ""
+    names = limited_names(user)
+    wait = dash.sign_in_wait(request, names)
+    if wait:
+        response = _login_page(
+            dash,
+            request,
+            target,
+            status=429,
+            error=f"Too many failed sign-ins from here or for this user: try again in {wait} s.",
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
     if token and dash.guard.check_token(token):
         return _signed_in(dash, request, TOKEN_USER, target)
     if user and dash.guard.check_password(user, password):
         return _signed_in(dash, request, user, target)
+    if token or user:
+        dash.limits.failed(dash.client_address(request), names)
+    return _login_page(dash, request, target, status=401, error="Those credentials are not valid.")
+
+
+def _login_page(
+    dash: Dashboard, request: Request, target: str, *, status: int, error: str
+) -> Response:
     return dash.render(
         Page(request, Identity(None, "anonymous")),
         "login.html",
-        status=401,
+        status=status,
         next=target,
-        error="Those credentials are not valid.",
+        error=error,
+        fragment_login=dash.settings.login_link,
         now=None,
         nav="login",
     )
 
 
 async def logout(dash: Dashboard, request: Request) -> Response:
+    """End the session on the server (every copy of its cookie stops working) and clear the
+    cookie; bearer and basic requests have no session, only the redirect."""
     identity = dash.identify(request)
     if identity.via == "session":
         form = await read_form(request)
         if not _same_origin(request) or not dash.guard.csrf_ok(identity, first(form, "csrf_token")):
             raise HTTPProblem(403, "Form expired", "Reload the page and sign out again.")
+        dash.guard.end_session(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse(dash.url(request, "/login"), status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=dash.cookie_path(request))
     return dash.with_flash(request, response, [{"level": "info", "text": "Signed out."}])

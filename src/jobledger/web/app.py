@@ -10,8 +10,7 @@ strict Content-Security-Policy allows only the app's own scripts and styles.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import timedelta
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +19,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, SchedulerError
 from ..store import open_store
 from ..store.base import Store
@@ -33,16 +30,10 @@ from .core import (
     Dashboard,
     HTTPProblem,
     Redirect,
-    SecurityHeaders,
     error_problem,
 )
-from .settings import (
-    DEFAULT_REFRESH,
-    DEFAULT_SESSION_TTL,
-    DEFAULT_TITLE,
-    WebSettings,
-    normalize_basic_auth,
-)
+from .headers import SecurityHeaders, StaticAssets
+from .settings import WebSettings
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -54,58 +45,27 @@ _PHRASES = {404: "Not found", 405: "Method not allowed", 400: "Bad request"}
 
 def create_app(
     store_or_target: Store | str | Path,
+    settings: WebSettings,
     *,
-    token: str | None = None,
-    basic_auth: tuple[str, str] | Mapping[str, str] | None = None,
-    read_only: bool = False,
-    public_reads: bool = False,
-    title: str = DEFAULT_TITLE,
-    secret_key: bytes | str | None = None,
-    session_ttl: timedelta = DEFAULT_SESSION_TTL,
-    refresh: timedelta = DEFAULT_REFRESH,
-    metrics: bool = True,
     metrics_registry: CollectorRegistry | None = None,
-    clock: Clock = system_clock,
 ) -> ASGIApp:
-    """The dashboard for ``store_or_target`` as an ASGI app.
+    """The dashboard for ``store_or_target`` as an ASGI app, run as ``settings`` say.
 
     ``store_or_target`` is an open :class:`~jobledger.Store` (left open) or anything
     :func:`~jobledger.open_store` takes — opened with ``migrate=False``, so the dashboard never
     creates or upgrades a database, and closed when the app shuts down.
 
-    Acting (requeue, cancel, enable/disable) needs credentials: a bearer ``token`` and/or
-    ``basic_auth`` (``(user, password)`` or ``{user: password}``); people sign in with them on
-    the login page. ``read_only=True`` hides and refuses every action (and may run without
-    credentials, open to anyone who can reach it). Reading needs the same sign-in unless
-    ``public_reads``. ``secret_key`` signs session cookies (default: random per process).
-    ``metrics`` serves ``/metrics`` (store gauges, plus ``metrics_registry`` if given, e.g. a
+    ``settings`` (:class:`~jobledger.web.WebSettings`) holds the credentials, read-only and
+    public-read modes, the title, the cookie key and the durations: acting (requeue, cancel,
+    enable/disable) needs a ``token`` and/or ``basic_auth``, and people sign in with them on the
+    login page. ``metrics_registry`` adds a registry to ``/metrics`` (e.g. a
     :class:`~jobledger.metrics.PrometheusObserver`'s registry in the same process).
 
     Mount it anywhere (``Mount("/jobs", app=create_app(...))``); links and cookies follow the
     mount point.
     """
-    settings = WebSettings(
-        token=token,
-        basic_auth=normalize_basic_auth(basic_auth),
-        read_only=read_only,
-        public_reads=public_reads,
-        title=title,
-        session_ttl=session_ttl,
-        refresh=refresh,
-        metrics=metrics,
-        clock=clock,
-        secret_key=secret_key,
-    )
-    return build_app(store_or_target, settings, metrics_registry=metrics_registry)
-
-
-def build_app(
-    store_or_target: Store | str | Path,
-    settings: WebSettings,
-    *,
-    metrics_registry: CollectorRegistry | None = None,
-) -> ASGIApp:
-    """:func:`create_app` from a ready :class:`WebSettings` (``serve`` uses it)."""
+    if not isinstance(settings, WebSettings):
+        raise InvalidArgument("create_app needs a WebSettings", details={"field": "settings"})
     if isinstance(store_or_target, Store):
         store, owns = store_or_target, False
     elif isinstance(store_or_target, str | Path):
@@ -149,7 +109,7 @@ def build_app(
         Route("/login", route(actions.login), methods=["POST"], name="login"),
         Route("/logout", route(actions.logout), methods=["POST"], name="logout"),
         Route("/healthz", route(health), name="health"),
-        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        Mount("/static", app=StaticAssets(STATIC), name="static"),
     ]
     if settings.metrics:
         routes.append(Route("/metrics", route(metrics_endpoint), name="metrics"))

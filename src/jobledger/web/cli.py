@@ -8,7 +8,7 @@ of the machine could read them in the process list:
 * ``--basic-auth-file PATH`` (lines ``user:password``) or ``$JOBLEDGER_WEB_BASIC_AUTH``
   (``user:password[,user:password…]``);
 * ``--secret-key-file PATH`` or ``$JOBLEDGER_WEB_SECRET`` — signs session cookies (default:
-  random per run, so signing in again after a restart).
+  random per run). Sessions live in the process either way: a restart signs everyone out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from ..store.base import Store
 from .server import DEFAULT_HOST, DEFAULT_PORT
-from .settings import DEFAULT_TITLE
+from .settings import DEFAULT_TITLE, WebSettings
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -88,8 +88,9 @@ def _users(text: str, separator: str) -> dict[str, str]:
 def options_from(
     args: argparse.Namespace, environ: Mapping[str, str], *, store: Store | None = None
 ) -> dict[str, object]:
-    """``serve`` keyword arguments from parsed arguments and the environment (``target``: the
-    ``store`` given, else the one the arguments name)."""
+    """``serve`` arguments from parsed arguments and the environment: ``target`` (the ``store``
+    given, else the one the arguments name), ``settings`` (a :class:`WebSettings`) and the
+    server's own keywords."""
     target = store or args.target or getattr(args, "db", None) or environ.get("JOBLEDGER_DB")
     if not target:
         raise InvalidArgument("name the store: jobledger web PATH_OR_URL (or set JOBLEDGER_DB)")
@@ -108,16 +109,21 @@ def options_from(
         if args.secret_key_file
         else environ.get("JOBLEDGER_WEB_SECRET") or None
     )
+    settings = WebSettings(
+        token=token,
+        basic_auth=users,
+        read_only=args.read_only,
+        public_reads=args.public_reads,
+        title=args.title,
+        secret_key=secret,
+        # Nothing configured: a token for this run, and a sign-in link printed by ``serve``.
+        login_link=not (token or users or args.read_only),
+    )
     return {
         "target": target,
+        "settings": settings,
         "host": args.host,
         "port": args.port,
-        "token": token,
-        "basic_auth": users or None,
-        "read_only": args.read_only,
-        "public_reads": args.public_reads,
-        "title": args.title,
-        "secret_key": secret,
         "forwarded_allow_ips": args.forwarded_allow_ips,
         "log_level": args.log_level,
     }

@@ -1,4 +1,4 @@
-"""The parts every page and action share: rendering, who is asking, URLs, errors, headers.
+"""The parts every page and action share: rendering, who is asking, URLs, errors.
 
 :class:`Dashboard` holds one app's store, settings, :class:`~jobledger.web.security.Guard` and
 Jinja environment. Pages (``pages.py``) and actions (``actions.py``) are plain functions of a
@@ -20,7 +20,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
     Conflict,
@@ -32,10 +31,11 @@ from ..errors import (
 )
 from ..store.base import Store
 from . import formatting
-from .security import FLASH_COOKIE, SESSION_COOKIE, AuthError, Guard, Identity
+from .limits import SignInLimits, client_key
+from .security import FLASH_COOKIE, SESSION_COOKIE, TOKEN_USER, AuthError, Guard, Identity
 from .settings import WebSettings
 
-__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect", "SecurityHeaders"]
+__all__ = ["Dashboard", "HTTPProblem", "Page", "Redirect"]
 
 logger = logging.getLogger("jobledger.web")
 
@@ -43,11 +43,6 @@ HERE = Path(__file__).parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 MAX_FORM_BYTES = 256 * 1024
-
-CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 
 
 class HTTPProblem(Exception):
@@ -88,6 +83,7 @@ class Dashboard:
         self.settings = settings
         self.owns_store = owns_store
         self.guard = Guard(settings)
+        self.limits = SignInLimits(settings.clock)
         self.asset_version = _asset_version(STATIC)
         self.env = Environment(
             loader=FileSystemLoader(TEMPLATES),
@@ -102,6 +98,7 @@ class Dashboard:
             duration=formatting.duration,
             pretty_json=formatting.pretty_json,
             short_id=formatting.short_id,
+            breakable=formatting.breakable,
             status_label=formatting.status_label,
         )
         self.env.globals.update(
@@ -115,10 +112,40 @@ class Dashboard:
     # -- who is asking ----------------------------------------------------------------------
 
     def identify(self, request: Request) -> Identity:
+        """Who is asking. Credentials in an ``Authorization`` header are a sign-in attempt:
+        rate-limited like the login form's (429 while limited, unchecked), and a wrong one
+        counts as a failure."""
+        authorization = request.headers.get("authorization")
+        if not authorization:
+            return self.guard.identify(request.headers, request.cookies)
+        users = limited_names(self.guard.claimed_user(authorization))
+        self.refuse_while_limited(request, users)
         try:
             return self.guard.identify(request.headers, request.cookies)
         except AuthError as exc:
+            self.limits.failed(self.client_address(request), users)
             raise HTTPProblem(401, "Not signed in", f"{exc}.", headers=self.challenge()) from exc
+
+    @staticmethod
+    def client_address(request: Request) -> str:
+        """The key the sign-in limits count under (behind a proxy: the address uvicorn took
+        from ``X-Forwarded-For``, when ``--forwarded-allow-ips`` trusts it)."""
+        return client_key(request.client.host if request.client else None)
+
+    def sign_in_wait(self, request: Request, users: list[str]) -> int:
+        """Whole seconds a sign-in attempt for ``users`` from here must wait (0: go ahead)."""
+        wait_ms = self.limits.wait_ms(self.client_address(request), users)
+        return -(-wait_ms // 1000)
+
+    def refuse_while_limited(self, request: Request, users: list[str]) -> None:
+        seconds = self.sign_in_wait(request, users)
+        if seconds:
+            raise HTTPProblem(
+                429,
+                "Too many sign-in attempts",
+                f"Too many failed sign-ins from here or for this user: try again in {seconds} s.",
+                headers={"Retry-After": str(seconds)},
+            )
 
     def challenge(self) -> dict[str, str]:
         schemes = []
@@ -287,6 +314,13 @@ class Redirect(Exception):
         return RedirectResponse(self.location, status_code=303)
 
 
+def limited_names(*claimed: str | None) -> list[str]:
+    """The user names a sign-in attempt counts against. Not the token's: it is at least 16
+    characters, out of reach of guessing at the per-address pace anyway, and a limit on it would
+    let anyone, from anywhere, lock every script and Prometheus scrape out."""
+    return [name for name in claimed if name and name != TOKEN_USER]
+
+
 def _wants_html(request: Request) -> bool:
     """Browsers navigating ask for HTML; scripts (curl, Prometheus) get JSON or plain text."""
     return "text/html" in request.headers.get("accept", "")
@@ -345,40 +379,6 @@ async def read_form(request: Request) -> dict[str, list[str]]:
 def first(form: Mapping[str, list[str]], name: str) -> str | None:
     values = form.get(name)
     return values[0] if values else None
-
-
-class SecurityHeaders:
-    """ASGI middleware: a strict Content-Security-Policy and friends on every response;
-    ``no-store`` on everything but the versioned static files."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        static = "/static/" in str(scope.get("path", ""))
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                names = {name.lower() for name, _ in headers}
-                extra = [
-                    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),
-                    (b"x-frame-options", b"DENY"),
-                    (
-                        b"cache-control",
-                        b"public, max-age=604800, immutable" if static else b"no-store",
-                    ),
-                ]
-                headers += [(name, value) for name, value in extra if name not in names]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
 
 
 def json_response(data: Any, status: int = 200) -> Response:

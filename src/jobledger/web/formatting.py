@@ -8,6 +8,7 @@ functions; the Jinja environment (``app.py``) exposes them as filters and global
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..durations import epoch_ms_from
 __all__ = [
     "STATUS_LABELS",
     "age",
+    "breakable",
     "duration",
     "epoch_ms",
     "iso",
@@ -108,6 +110,19 @@ def local_time(ms: int, zone: str) -> str:
 def pretty_json(value: Any) -> str:
     """Indented JSON with sorted keys; integers stay exact (no float rounding)."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+_BREAK_AFTER = re.compile(r"(?<=[/._:@])")
+
+
+def breakable(value: str) -> Markup:
+    """``value`` escaped, with a line-break opportunity (``<wbr>``) after each ``/ . _ : @``.
+
+    Long identifiers (``reports/daily-revenue``, ``worker-7f3a:host-a``) then wrap at their
+    punctuation (browsers already break after ``-``) instead of letter by letter, which is what
+    ``overflow-wrap: anywhere`` does in a narrow table column.
+    """
+    return Markup("<wbr>").join(_BREAK_AFTER.split(value))  # join escapes every part
 
 
 def short_id(value: str, keep: int = 16) -> str:

@@ -8,10 +8,13 @@ Three ways to be someone, checked in this order:
    site, so POSTs made with them need the CSRF token the pages carry (derived from the user).
 3. The session cookie the login form sets: ``HttpOnly``, ``SameSite=Strict``, signed with a key
    derived from ``secret_key`` *and* the configured credentials (changing a password or the
-   token ends every session), expiring after ``session_ttl``. It carries a random CSRF token
-   that every form posts back.
+   token ends every session), expiring after ``session_ttl``. It names a session in this
+   dashboard's :class:`~jobledger.web.sessions.SessionRegistry`, which holds the random CSRF
+   token every form posts back; signing out ends that session on the server, so a copy of the
+   cookie stops working too.
 
-Wrong credentials in a header are an error (401), never a silent fall back to anonymous.
+Wrong credentials in a header are an error (401), never a silent fall back to anonymous. How
+often they may be tried is :mod:`jobledger.web.limits`' business, not this module's.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import base64
 import binascii
 import hmac
 import json
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .sessions import SessionRegistry
 from .settings import WebSettings
 
 __all__ = ["ANONYMOUS", "AuthError", "Guard", "Identity"]
@@ -80,6 +83,7 @@ class Guard:
         self._session_key = hmac.digest(secret, b"session\0" + fingerprint, "sha256")
         self._csrf_key = hmac.digest(secret, b"csrf\0" + fingerprint, "sha256")
         self._flash_key = hmac.digest(secret, b"flash\0", "sha256")
+        self.sessions = SessionRegistry(settings.clock, settings.session_ttl_ms)
 
     # -- credentials ------------------------------------------------------------------------
 
@@ -95,6 +99,21 @@ class Guard:
         expected = (known if known is not None else "\0" * 16).encode()
         same = hmac.compare_digest(password.encode(), expected)
         return known is not None and same
+
+    @staticmethod
+    def claimed_user(authorization: str) -> str | None:
+        """The user an ``Authorization`` header claims to be (before checking it): ``token``
+        for a bearer token, the user of basic credentials, ``None`` when malformed."""
+        scheme, _, value = authorization.partition(" ")
+        scheme = scheme.lower()
+        if scheme == "bearer":
+            return TOKEN_USER
+        if scheme == "basic":
+            try:
+                return _basic_credentials(value.strip())[0]
+            except AuthError:
+                return None
+        return None
 
     def identify(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Identity:
         """The requester, from the ``Authorization`` header or else the session cookie.
@@ -129,27 +148,44 @@ class Guard:
     # -- sessions ---------------------------------------------------------------------------
 
     def new_session(self, user: str) -> tuple[str, Identity]:
-        """A signed cookie value for ``user`` and the identity it stands for."""
-        csrf = secrets.token_hex(16)
-        expires = self.settings.clock() + self.settings.session_ttl_ms
-        payload = json.dumps({"u": user, "c": csrf, "e": expires}, separators=(",", ":"))
-        return self._sign(self._session_key, payload.encode()), Identity(user, "session", csrf)
+        """A new session for ``user``: the signed cookie value naming it, and its identity."""
+        session_id, session = self.sessions.open(user)
+        payload = json.dumps({"s": session_id, "e": session.expires_at}, separators=(",", ":"))
+        value = self._sign(self._session_key, payload.encode())
+        return value, Identity(user, "session", session.csrf)
 
     def read_session(self, value: str) -> Identity | None:
-        """The identity in a session cookie, or ``None`` if forged, malformed or expired."""
-        data = self._unsign(self._session_key, value)
-        if not isinstance(data, dict):
+        """The identity of a live session's cookie; ``None`` if forged, malformed, expired or
+        ended (signed out, or made by another dashboard process)."""
+        session_id = self._session_id(value)
+        if session_id is None:
             return None
-        user, csrf, expires = data.get("u"), data.get("c"), data.get("e")
-        if not isinstance(user, str) or not isinstance(csrf, str) or type(expires) is not int:
+        session = self.sessions.get(session_id)
+        if session is None:
             return None
-        if expires <= self.settings.clock():
-            return None
+        user = session.user
         if user == TOKEN_USER and self.settings.token is None:
             return None
         if user != TOKEN_USER and user not in self.settings.basic_auth:
             return None
-        return Identity(user, "session", csrf)
+        return Identity(user, "session", session.csrf)
+
+    def end_session(self, value: str) -> None:
+        """Sign out the session a cookie names (nothing for a cookie that names none)."""
+        session_id = self._session_id(value)
+        if session_id is not None:
+            self.sessions.end(session_id)
+
+    def _session_id(self, value: str) -> str | None:
+        data = self._unsign(self._session_key, value)
+        if not isinstance(data, dict):
+            return None
+        session_id, expires = data.get("s"), data.get("e")
+        if not isinstance(session_id, str):
+            return None
+        if type(expires) is not int or expires <= self.settings.clock():
+            return None
+        return session_id
 
     # -- CSRF -------------------------------------------------------------------------------
 
@@ -178,11 +214,17 @@ class Guard:
         if not isinstance(data, list):
             return []
         return [
-            note
+            {
+                "level": note["level"],
+                "text": note["text"],
+                "occurrences": [i for i in note.get("occurrences", []) if isinstance(i, str)],
+                "more": note.get("more") if type(note.get("more")) is int else 0,
+            }
             for note in data
             if isinstance(note, dict)
             and isinstance(note.get("text"), str)
             and note.get("level") in ("info", "success", "error")
+            and isinstance(note.get("occurrences", []), list)
         ]
 
     # -- signing ----------------------------------------------------------------------------

@@ -8,20 +8,19 @@ newcomer needs (``jobledger web jobs.sqlite3``) still never serves an unauthenti
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import logging
-import secrets
+import re
 import sys
-from collections.abc import Mapping
-from datetime import timedelta
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from ..errors import InvalidArgument
 from ..store.base import Store
-from .app import build_app
-from .settings import DEFAULT_REFRESH, DEFAULT_TITLE, WebSettings, normalize_basic_auth
+from .app import create_app
+from .settings import WebSettings
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
 
@@ -41,67 +40,81 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class RedactSecrets(logging.Filter):
+    """Blanks ``token=`` and ``password=`` query values in uvicorn's access log lines.
+
+    The dashboard never takes credentials from a query string, but a stale bookmark or a
+    hand-typed URL may still carry one, and an access log is read by more people than the
+    dashboard's users."""
+
+    PATTERN = re.compile(r"(?i)([?&](?:token|password)=)[^&#\s]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                self.PATTERN.sub(r"\1[redacted]", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's own logging set-up, with :class:`RedactSecrets` on its access log."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact_secrets"] = {"()": RedactSecrets}
+    access = config["loggers"].setdefault("uvicorn.access", {})
+    access["filters"] = [*access.get("filters", []), "redact_secrets"]
+    return config
+
+
 def serve(
     target: Store | str | Path,
+    settings: WebSettings | None = None,
     *,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    token: str | None = None,
-    basic_auth: tuple[str, str] | Mapping[str, str] | None = None,
-    read_only: bool = False,
-    public_reads: bool = False,
-    title: str = DEFAULT_TITLE,
-    secret_key: bytes | str | None = None,
-    refresh: timedelta = DEFAULT_REFRESH,
     forwarded_allow_ips: str | None = None,
     log_level: str = "info",
     out: TextIO | None = None,
 ) -> None:
     """Serve the dashboard for ``target`` on ``host:port`` until interrupted (Ctrl-C).
 
-    Same options as :func:`~jobledger.web.create_app`. Refuses a non-loopback ``host`` without
-    ``token``/``basic_auth`` unless ``read_only``. With no credentials on loopback, generates a
-    token for this run and prints a sign-in link to ``out`` (default: stderr).
-    ``forwarded_allow_ips`` — the reverse proxies (comma-separated addresses, or ``*``) whose
-    ``X-Forwarded-Proto``/``-For`` headers are believed, so that cookies are marked ``Secure``
-    behind a proxy that terminates TLS.
+    ``settings`` as for :func:`~jobledger.web.create_app`; without them, a token is made for
+    this run (``WebSettings(login_link=True)``) and a sign-in link printed to ``out`` (default:
+    stderr). Refuses a non-loopback ``host`` without configured credentials unless the
+    dashboard is read-only. ``forwarded_allow_ips`` — the reverse proxies (comma-separated
+    addresses, or ``*``) whose ``X-Forwarded-Proto``/``-For`` headers are believed, so that
+    cookies are marked ``Secure`` behind a proxy that terminates TLS.
     """
     import uvicorn
 
+    if settings is None:
+        settings = WebSettings(login_link=True)
     if type(port) is not int or not 0 <= port <= 65535:
         raise InvalidArgument("port must be a TCP port (0–65535)", details={"field": "port"})
-    credentials = token is not None or bool(basic_auth)
-    if not is_loopback(host) and not credentials and not read_only:
+    if not is_loopback(host) and settings.login_link:
         raise InvalidArgument(
             f"refusing to serve the dashboard on {host} without authentication: pass a token "
             "or basic auth, or read_only=True (or bind to 127.0.0.1)",
             details={"field": "host"},
         )
-    generated = None
-    if not credentials and not read_only:
-        generated = secrets.token_urlsafe(24)
-    settings = WebSettings(
-        token=token or generated,
-        basic_auth=normalize_basic_auth(basic_auth),
-        read_only=read_only,
-        public_reads=public_reads,
-        title=title,
-        refresh=refresh,
-        login_link=generated is not None,
-        secret_key=secret_key,
-    )
-    app = build_app(target, settings)
+    app = create_app(target, settings)
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
     stream = out or sys.stderr
     print(f"jobledger web: serving {base}/", file=stream)
-    if generated is not None:
+    if settings.login_link:
+        assert settings.token is not None  # made by WebSettings for this run
+        # In the fragment: browsers never send it, so no access log or proxy sees the token;
+        # the login page's script posts it (app.js) and wipes it from the address bar.
         print(
-            f"jobledger web: sign in with {base}/login?token={quote(generated)} "
+            f"jobledger web: sign in with {base}/login#token={quote(settings.token)} "
             "(a token made for this run; configure a token or basic auth to choose your own)",
             file=stream,
         )
-    elif read_only and not credentials:
+    elif not settings.has_credentials:
         print("jobledger web: read-only and open to anyone who can reach it", file=stream)
     stream.flush()
     config = uvicorn.Config(
@@ -113,5 +126,6 @@ def serve(
         proxy_headers=forwarded_allow_ips is not None,
         forwarded_allow_ips=forwarded_allow_ips,
         lifespan="on",
+        log_config=log_config(),
     )
     uvicorn.Server(config).run()

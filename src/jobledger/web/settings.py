@@ -62,19 +62,24 @@ def normalize_basic_auth(value: object) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class WebSettings:
-    """How a dashboard runs (every field is a :func:`~jobledger.web.create_app` keyword).
+    """How a dashboard runs: what :func:`~jobledger.web.create_app` and
+    :func:`~jobledger.web.serve` take (every setting is defined here once).
 
     * ``token`` — a bearer token (at least 16 characters): ``Authorization: Bearer …`` for
       scripts and Prometheus, or typed into the login form; its user is ``token``.
-    * ``basic_auth`` — ``{user: password}``: HTTP basic auth or the login form.
+    * ``basic_auth`` — ``{user: password}`` (or one ``(user, password)`` pair): HTTP basic auth
+      or the login form.
     * ``read_only`` — hide and refuse every action.
     * ``public_reads`` — let anyone read the pages and ``/metrics`` (actions still need a login).
     * ``title`` — shown in the header and the browser tab.
-    * ``secret_key`` — signs session cookies (default: random per process, so sessions end at a
-      restart; give every replica the same key behind a load balancer).
+    * ``secret_key`` — signs session cookies (default: random per process). Sessions
+      themselves live in the dashboard process (:mod:`jobledger.web.sessions`).
     * ``session_ttl`` — how long a login lasts; ``refresh`` — the live-refresh period.
-    * ``metrics`` — serve ``/metrics``; ``clock`` — wall clock for session expiry only (pages
-      show the store's own "now").
+    * ``metrics`` — serve ``/metrics``; ``clock`` — the clock (epoch ms) for session expiry and
+      the sign-in rate limit only (pages show the store's own "now").
+    * ``login_link`` — no configured credentials: make a token for this run (what
+      ``jobledger web`` does on loopback), which the sign-in link ``serve`` prints carries in
+      its URL fragment. Never for a configured token, which would end up in browser history.
     """
 
     token: str | None = None
@@ -87,11 +92,16 @@ class WebSettings:
     refresh: timedelta = DEFAULT_REFRESH
     metrics: bool = True
     clock: Clock = system_clock
-    # Set by ``serve`` for a token it generated itself: ``/login?token=…`` logs in (the link it
-    # prints). Never for a configured token, which would then end up in browser history.
     login_link: bool = False
 
     def __post_init__(self) -> None:
+        if self.login_link is True:
+            if self.token is not None or self.basic_auth:
+                raise InvalidArgument(
+                    "login_link makes its own token for this run: leave token and basic_auth unset",
+                    details={"field": "login_link"},
+                )
+            object.__setattr__(self, "token", secrets.token_urlsafe(24))
         if self.token is not None and (
             not isinstance(self.token, str)
             or len(self.token) < MIN_TOKEN_LENGTH
@@ -103,7 +113,7 @@ class WebSettings:
                 "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe())')",
                 details={"field": "token"},
             )
-        object.__setattr__(self, "basic_auth", normalize_basic_auth(dict(self.basic_auth)))
+        object.__setattr__(self, "basic_auth", normalize_basic_auth(self.basic_auth))
         for name in ("read_only", "public_reads", "metrics", "login_link"):
             if type(getattr(self, name)) is not bool:
                 raise InvalidArgument(f"{name} must be a boolean", details={"field": name})
@@ -126,7 +136,7 @@ class WebSettings:
         if not self.read_only and not self.has_credentials:
             raise InvalidArgument(
                 "a dashboard that can act needs credentials: pass token= or basic_auth=, "
-                "or read_only=True",
+                "or read_only=True (or login_link=True for a token made for this run)",
                 details={"field": "token"},
             )
 

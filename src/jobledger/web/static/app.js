@@ -39,7 +39,26 @@
     if (question && !window.confirm(question)) event.preventDefault();
   });
 
+  // The sign-in link `jobledger web` prints carries its token in the URL fragment
+  // (/login#token=…), which browsers never send to the server, so no access log sees it.
+  // Take it out of the address bar (and history) first, then post it with the form.
+  function signInFromFragment() {
+    const form = document.querySelector("form[data-fragment-login]");
+    const match = /^#token=([^&]+)/.exec(window.location.hash);
+    if (!form || !match) return;
+    window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    const field = form.querySelector("input[name=token]");
+    if (!field) return;
+    try {
+      field.value = decodeURIComponent(match[1]);
+    } catch (error) {
+      return; // a mangled link: leave the form for a person to fill in
+    }
+    form.submit();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("form[data-selection]").forEach(syncSelection);
+    signInFromFragment();
   });
 })();
