@@ -176,6 +176,42 @@ def test_verify_passes_and_fails(tmp_path, clean_env):
     failed.assert_one_line_error("SCHEDULER_VERIFY_FAILED", 1)
 
 
+# -- unsafe paths: refused, with nothing changed --------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("db", "info"), ("db", "migrate"), ("db", "init")])
+def test_a_file_in_a_shared_directory_is_refused_with_a_hint(command, tmp_path, clean_env):
+    """`mkdir -m 1777 shared && echo hi > shared/notes.txt && jobledger --db shared/notes.txt
+    db info` used to leave shared/ 0700 and notes.txt 0600 (then fail SCHEMA_CORRUPT)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    notes = shared / "notes.txt"
+    notes.write_text("hi\n")
+    notes.chmod(0o644)
+    shared.chmod(0o1777)
+    result = Cli(str(notes), clean_env)(*command)
+    assert result.code == 5, result.err
+    assert len(result.error_lines) == 1, result.err
+    assert result.error_lines[0].startswith("error: SCHEDULER_UNSAFE_PATH: "), result.err
+    assert "hint: others can create or replace files next to the database" in result.err
+    assert (shared.stat().st_mode & 0o7777, notes.stat().st_mode & 0o7777) == (0o1777, 0o644)
+    assert notes.read_text() == "hi\n"
+    assert [p.name for p in shared.iterdir()] == ["notes.txt"]
+
+
+def test_a_new_store_directly_in_a_sticky_directory_is_refused(tmp_path, clean_env):
+    drop_box = tmp_path / "drop"
+    drop_box.mkdir()
+    drop_box.chmod(0o1777)
+    result = Cli(str(drop_box / "jobs.sqlite3"), clean_env)("db", "init")
+    result.assert_one_line_error("SCHEDULER_UNSAFE_PATH", 5)
+    assert "private directory of its own" in result.err
+    assert list(drop_box.iterdir()) == []
+    made = Cli(str(drop_box / "jobledger" / "jobs.sqlite3"), clean_env).json("db", "init")
+    assert made["created"] is True
+    assert (drop_box / "jobledger").stat().st_mode & 0o7777 == 0o700
+
+
 # -- read commands never create or upgrade ----------------------------------------------------
 
 

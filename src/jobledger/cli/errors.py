@@ -104,6 +104,8 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
                 "create it with `jobledger db init`, or point --db at your store"
             )
         return "check the path (--db / $JOBLEDGER_DB), or create the store with `jobledger db init`"
+    if isinstance(error, UnsafePath):
+        return _unsafe_path_hint(details.get("reason"))
     if code == "SCHEDULER_MIGRATION_REQUIRED":
         return "run `jobledger db migrate` (SQLite files are backed up first)"
     if code == "SCHEDULER_SCHEMA_UNKNOWN":
@@ -130,6 +132,20 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
         return "nothing was written; repeat the command when the store is reachable"
     if code == INTERNAL_ERROR:
         return "this is a bug in jobledger; run again with --debug for a traceback"
+    return None
+
+
+def _unsafe_path_hint(reason: object) -> str | None:
+    if reason == "shared_directory":
+        return (
+            "others can create or replace files next to the database there: put it in a "
+            "private directory of its own, e.g. --db <that directory>/jobledger/jobs.sqlite3 "
+            "(`jobledger db init` makes the directory 0700); nothing was changed"
+        )
+    if reason == "symlink":
+        return "give the real path: symbolic links on a database path are refused"
+    if reason == "not_a_regular_file":
+        return "--db must name a SQLite database file, not a device, pipe or directory"
     return None
 
 
