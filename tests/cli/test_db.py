@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -286,6 +287,39 @@ def test_an_old_postgres_schema_stays_unmigrated(postgres_database_url, clean_en
     assert (upgraded["fromVersion"], upgraded["toVersion"]) == (2, LATEST_VERSION)
     assert upgraded["backup"] is None
     assert cli.json("--pg-schema", "ops_v2", "job", "list")["jobs"] == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("wrong", ["database", "role", "port"])
+def test_a_wrong_postgres_url_is_a_misconfiguration_not_an_outage(wrong, clean_env):
+    """A missing database or role, or a closed port, used to print STORAGE_UNAVAILABLE with
+    the hint to repeat the command when the store is reachable."""
+    from tests.store.pg_support import ADMIN_URL
+
+    scheme, _, rest = ADMIN_URL.partition("://")
+    user, _, location = rest.partition("@")
+    host_port, _, database = location.partition("/")
+    host, _, port = host_port.rpartition(":")
+    if wrong == "database":
+        database = "jobledger_no_such_db"
+    elif wrong == "role":
+        user = "jobledger_no_such_role"
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
+    url = f"{scheme}://{user}:pw-s3cret@{host}:{port}/{database}?password=pw-s3cret"
+    result = Cli(url, clean_env)("db", "info")
+    result.assert_one_line_error("SCHEDULER_STORE_MISCONFIGURED", 5)
+    assert "hint: repeating the command will not help" in result.err
+    assert "when the store is reachable" not in result.err
+    assert "s3cret" not in result.err + result.out
+    expected = {
+        "database": 'has no database "jobledger_no_such_db"',
+        "role": 'has no role "jobledger_no_such_role"',
+        "port": f"Nothing accepts PostgreSQL connections at {host}:{port}",
+    }[wrong]
+    assert expected in result.err
 
 
 def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):

@@ -14,7 +14,9 @@ one ``hint: …`` line, and exits with a status that says what kind of failure i
       conflicts, a job with live occurrences, a disabled job, an idempotency payload mismatch)
 5     the store cannot be used as it is: missing (``SCHEDULER_STORE_NOT_FOUND``), needs
       ``jobledger db migrate`` (``SCHEDULER_MIGRATION_REQUIRED``), unknown or damaged schema,
-      storage unavailable, unsafe path, corrupt data
+      storage unavailable, misconfigured (``SCHEDULER_STORE_MISCONFIGURED``: no such database
+      or role, authentication failed, nothing listening, unknown host), unsafe path, corrupt
+      data
 130   interrupted (Ctrl-C)
 ====  ==========================================================================================
 
@@ -35,6 +37,7 @@ from ..errors import (
     SchemaError,
     StorageUnavailable,
     StoreClosed,
+    StoreMisconfigured,
     StoreNotFound,
     UnsafePath,
 )
@@ -83,6 +86,8 @@ def exit_code_for(error: SchedulerError) -> int:
         return EXIT_USAGE
     if isinstance(error, StoreNotFound | SchemaError | StorageUnavailable | StoreClosed):
         return EXIT_UNAVAILABLE
+    if isinstance(error, StoreMisconfigured):
+        return EXIT_UNAVAILABLE
     if isinstance(error, UnsafePath | DataCorrupt):
         return EXIT_UNAVAILABLE
     if isinstance(error, NotFound):
@@ -126,6 +131,11 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
         return "enable it first: `jobledger job enable <id>`"
     if code == CONFIRMATION_REQUIRED:
         return "pass --yes to confirm without a prompt"
+    if isinstance(error, StoreMisconfigured):
+        return (
+            "repeating the command will not help: fix the store URL (--db / $JOBLEDGER_DB) or "
+            "the server's set-up as the message says; nothing was written"
+        )
     if isinstance(error, StorageUnavailable):
         if details.get("commitState") == "unknown":
             return "the write may or may not have been committed: check before repeating it"

@@ -41,8 +41,8 @@ from .connection import (
     PgConnection,
     PostgresPool,
     connection_kwargs,
+    open_failure,
     redact_url,
-    storage_failure,
     validate_schema_name,
 )
 from .listener import NotificationListener
@@ -281,7 +281,7 @@ class PostgresStore(LedgerStore):
                 pool.close()
             if isinstance(exc, SchedulerError):
                 raise
-            mapped = storage_failure(exc, phase="open", commit_state="not_committed")
+            mapped = open_failure(exc, url)
             if mapped is None:
                 raise
             raise mapped from exc
