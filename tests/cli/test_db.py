@@ -334,6 +334,37 @@ def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):
     assert cli.json("job", "list") == {"jobs": [], "nextAfter": None}
 
 
+@pytest.mark.parametrize("source", ["--db", "$JOBLEDGER_DB", "default"])
+def test_a_missing_store_names_its_path_and_where_it_came_from(source, tmp_path, clean_env):
+    """`SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at this path` named no path —
+    worst for the default store, whose path the user never typed."""
+    from jobledger.cli.context import Context
+
+    if source == "default":
+        path = Path(clean_env["XDG_DATA_HOME"]) / "jobledger" / "jobledger.sqlite3"
+        env, db = clean_env, None
+    else:
+        path = tmp_path / "typo" / "jobs.sqlite3"
+        env = {**clean_env, "JOBLEDGER_DB": str(path)} if source == "$JOBLEDGER_DB" else clean_env
+        db = str(path) if source == "--db" else None
+    result = Cli(db, env)("job", "list")
+    result.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
+    where = {
+        "--db": "the path given by --db",
+        "$JOBLEDGER_DB": "the path in $JOBLEDGER_DB",
+        "default": "the default store",
+    }[source]
+    assert result.error_lines == [
+        f"error: SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at {path} ({where})"
+    ]
+    if source != "default":
+        assert f"hint: check the path ({source})" in result.err
+    assert not path.parent.exists()
+    with pytest.raises(jobledger.StoreNotFound) as missing:
+        Context(target=str(path), target_source=source).open_store()
+    assert missing.value.details == {"target": str(path), "targetSource": source}
+
+
 def test_jobledger_db_environment_variable_and_db_flag(tmp_path, clean_env):
     from_env = tmp_path / "env" / "jobs.sqlite3"
     env = {**clean_env, "JOBLEDGER_DB": str(from_env)}

@@ -108,7 +108,9 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
                 "no --db was given and $JOBLEDGER_DB is unset, so the default store was used; "
                 "create it with `jobledger db init`, or point --db at your store"
             )
-        return "check the path (--db / $JOBLEDGER_DB), or create the store with `jobledger db init`"
+        source = details.get("targetSource")
+        which = source if source in ("--db", "$JOBLEDGER_DB") else "--db / $JOBLEDGER_DB"
+        return f"check the path ({which}), or create the store with `jobledger db init`"
     if isinstance(error, UnsafePath):
         return _unsafe_path_hint(details.get("reason"))
     if code == "SCHEDULER_MIGRATION_REQUIRED":
