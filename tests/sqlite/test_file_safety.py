@@ -371,3 +371,27 @@ def test_sqlite_url_memory() -> None:
         _write_something(store)
     finally:
         store.close()
+
+
+def test_a_sidecar_its_owner_cannot_read_is_still_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root reads anything, so an owner's unreadable file (mode 0222) is simulated: opening it
+    to change its mode is refused, and its mode is changed by name instead."""
+    from jobledger.store.sqlite import connection
+
+    path = tmp_path / "db" / "store.sqlite"
+    _open(path).close()
+    journal = Path(f"{path}-journal")
+    journal.write_bytes(b"")
+    journal.chmod(0o222)
+    real_open = connection._open_no_follow
+
+    def unreadable(candidate: Path) -> int | None:
+        if candidate == journal:
+            raise PermissionError(13, "Permission denied", str(candidate))
+        return real_open(candidate)
+
+    monkeypatch.setattr(connection, "_open_no_follow", unreadable)
+    _open(path).close()
+    assert _mode(journal) == 0o600

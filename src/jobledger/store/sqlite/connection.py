@@ -30,11 +30,11 @@ from ...errors import (
 from .gate import WriteGate
 
 __all__ = [
-    "DatabaseFiles",
     "SQLiteConnection",
     "is_shared_directory",
     "prepare_database_files",
     "storage_failure",
+    "tighten_database_files",
 ]
 
 T = TypeVar("T")
@@ -127,7 +127,7 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
 # The rule: verify first, and change nothing on a refusal or a read-only open. Checking a path
 # is lstat only; a directory is made (0700) only for a database jobledger creates, and only the
 # directories it makes; modes are tightened to 0600 only on files of a database jobledger
-# created or has verified as its own and opens for writing (:meth:`DatabaseFiles.tighten`,
+# created or has verified as its own and opens for writing (:func:`tighten_database_files`,
 # called after the schema check). So `jobledger --db /etc/passwd db info` reads and refuses,
 # and a mistyped --db never turns a shared directory or a device into something private.
 
@@ -262,35 +262,33 @@ def _open_no_follow(path: Path) -> int | None:
     return descriptor
 
 
-class DatabaseFiles:
-    """The files of one database on disk, checked by :func:`prepare_database_files`.
+def tighten_database_files(path: Path) -> None:
+    """Make the database file and its sidecars 0600.
 
-    ``created`` is true when this open made the database file (and so may make it private).
+    Only for a database this open created, or verified as jobledger's own and opened for
+    writing: the caller decides, after the schema check. Each file is changed through a
+    descriptor opened without following links, so a file swapped in meanwhile is not.
     """
-
-    def __init__(self, path: Path, *, created: bool) -> None:
-        self.path = path
-        self.created = created
-
-    def tighten(self) -> None:
-        """Make the database file and its sidecars 0600.
-
-        Only for a database this open created, or verified as jobledger's own and opened for
-        writing: the caller decides, after the schema check. Each file is changed through a
-        descriptor opened without following links, so a file swapped in meanwhile is not.
-        """
-        for suffix in SIDECAR_SUFFIXES:
-            descriptor = _open_no_follow(Path(f"{self.path}{suffix}"))
-            if descriptor is None:
-                continue
-            try:
-                if stat.S_IMODE(os.fstat(descriptor).st_mode) != 0o600:
-                    os.fchmod(descriptor, 0o600)
-            finally:
-                os.close(descriptor)
+    for suffix in SIDECAR_SUFFIXES:
+        candidate = Path(f"{path}{suffix}")
+        try:
+            descriptor = _open_no_follow(candidate)
+        except PermissionError:
+            # Not even readable by its owner (say 0200): chmod by name, still never a link.
+            info = _lstat(candidate)
+            if info is not None and stat.S_ISREG(info.st_mode):
+                os.chmod(candidate, 0o600)
+            continue
+        if descriptor is None:
+            continue
+        try:
+            if stat.S_IMODE(os.fstat(descriptor).st_mode) != 0o600:
+                os.fchmod(descriptor, 0o600)
+        finally:
+            os.close(descriptor)
 
 
-def prepare_database_files(path: Path, *, create: bool) -> DatabaseFiles:
+def prepare_database_files(path: Path, *, create: bool) -> None:
     """Check ``path`` before SQLite opens it; make the database only when ``create`` is true.
 
     Refused with ``SCHEDULER_UNSAFE_PATH``, changing nothing: a symbolic link anywhere on the
@@ -306,7 +304,7 @@ def prepare_database_files(path: Path, *, create: bool) -> DatabaseFiles:
     if directory_info is not None:
         _check_directory(directory, directory_info)
     if _check_files(path):
-        return DatabaseFiles(path, created=False)
+        return
     if not create:
         # Only a migrating open may create a database: a mistyped path must not silently
         # become a new, empty store.
@@ -326,12 +324,11 @@ def prepare_database_files(path: Path, *, create: bool) -> DatabaseFiles:
     except FileExistsError:
         # Another process created it first: it is not ours to change until verified.
         _check_files(path)
-        return DatabaseFiles(path, created=False)
+        return
     try:
         os.fchmod(descriptor, 0o600)
     finally:
         os.close(descriptor)
-    return DatabaseFiles(path, created=True)
 
 
 @functools.cache

@@ -28,7 +28,12 @@ from ..migrations import SchemaOutcome
 from ..sql import load_store_queries
 from ..tx import table_parameter
 from . import schema
-from .connection import SQLiteConnection, prepare_database_files, storage_failure
+from .connection import (
+    SQLiteConnection,
+    prepare_database_files,
+    storage_failure,
+    tighten_database_files,
+)
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
@@ -134,15 +139,16 @@ class SQLiteStore(LedgerStore):
         try:
             # Checks only (a missing file is STORE_NOT_FOUND unless migrating): nothing on disk
             # changes before the schema is verified, except a database this open creates.
-            files = None if path is None else prepare_database_files(path, create=migrate)
+            if path is not None:
+                prepare_database_files(path, create=migrate)
             connection = SQLiteConnection(location, busy_timeout_ms=busy_timeout_ms)
             outcome = schema.ensure_schema(connection, now=now, migrate=migrate)
             if path is not None:
                 connection.enable_wal()
             connection.raw.execute(f"PRAGMA synchronous = {synchronous}")
             connection.open_reader()
-            if files is not None and migrate:
-                files.tighten()  # verified as ours and opened for writing
+            if path is not None and migrate:
+                tighten_database_files(path)  # created or verified as ours, opened to write
         except BaseException as exc:
             if connection is not None:
                 connection.close()
