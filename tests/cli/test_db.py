@@ -461,11 +461,18 @@ store.close()
 
 
 def _start(argv: list[str], tmp_path: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
-    out = (tmp_path / f"{name}.out").open("w")
-    err = (tmp_path / f"{name}.err").open("w")
-    return subprocess.Popen(
-        [sys.executable, *argv], cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **env}
-    )
+    with (tmp_path / f"{name}.out").open("w") as out, (tmp_path / f"{name}.err").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, *argv], cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **env}
+        )
+
+
+def _stop_leftovers(processes: dict[str, subprocess.Popen]) -> None:
+    """After a failed wait: end the racers this test started, so none outlives it."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
 
 
 def _wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
@@ -525,6 +532,7 @@ def test_concurrent_migrates_of_a_v1_file_each_report_what_they_did(tmp_path, cl
     manifest = json.loads((FIXTURES / "lifecycle.manifest.json").read_text())
     holder = sqlite3.connect(target, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
+    processes: dict[str, subprocess.Popen] = {}
     try:
         processes = {
             "text-cli": _start(
@@ -542,6 +550,9 @@ def test_concurrent_migrates_of_a_v1_file_each_report_what_they_did(tmp_path, cl
             "opener": _start(["-c", OPENER, str(target), "{}"], tmp_path, "opener", clean_env),
         }
         _wait_for(lambda: len(list(directory.glob("*.bak"))) == 3, "three backups")
+    except BaseException:
+        _stop_leftovers(processes)
+        raise
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -587,6 +598,7 @@ def test_concurrent_migrates_of_a_v1_postgres_schema_each_report_what_they_did(
             (jobledger.canonical_json(jobledger.normalize_authority(AUTHORITY)),),
         )
     pg = ["--db", postgres_database_url, "--pg-schema", "racy"]
+    processes: dict[str, subprocess.Popen] = {}
     with psycopg.connect(postgres_database_url) as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema._lock_key("racy"),))
         processes = {
@@ -607,11 +619,17 @@ def test_concurrent_migrates_of_a_v1_postgres_schema_each_report_what_they_did(
         def waiting() -> int:
             with psycopg.connect(postgres_database_url, autocommit=True) as probe:
                 row = probe.execute(
-                    "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    "SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                    "WHERE l.locktype = 'advisory' AND NOT l.granted "
+                    "AND d.datname = current_database()"
                 ).fetchone()
                 return int(row[0]) if row else 0
 
-        _wait_for(lambda: waiting() == 3, "three processes waiting for the upgrade lock")
+        try:
+            _wait_for(lambda: waiting() == 3, "three processes waiting for the upgrade lock")
+        except BaseException:
+            _stop_leftovers(processes)
+            raise
         holder.rollback()
     outputs = _finish(processes, tmp_path)
     _check_reports(outputs, redact_url(postgres_database_url))
