@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import jobledger
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every, schedule_json
-from jobledger.schedules.planner import Planner
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.testing import FakeClock
 

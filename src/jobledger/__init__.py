@@ -9,6 +9,21 @@ state change appends to an audit event log.
 from .app import App
 from .clock import Clock, system_clock
 from .contract import canonical_json, derive_occurrence_identity, normalize_authority
+from .engine.handlers import (
+    AuthorizationRequest,
+    Authorizer,
+    Decision,
+    Fail,
+    Handler,
+    JobContext,
+    Retry,
+    allow_all,
+)
+from .engine.heartbeat import HeartbeatDriver, ManualHeartbeat, ThreadHeartbeat
+from .engine.options import WorkerOptions
+from .engine.retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
+from .engine.runtime import Runtime, RuntimeRunSummary
+from .engine.worker import Worker, WorkerSummary
 from .errors import (
     ClaimConflict,
     Conflict,
@@ -32,17 +47,6 @@ from .errors import (
     StoreNotFound,
     UnsafePath,
 )
-from .handlers import (
-    AuthorizationRequest,
-    Authorizer,
-    Decision,
-    Fail,
-    Handler,
-    JobContext,
-    Retry,
-    allow_all,
-)
-from .heartbeat import HeartbeatDriver, ManualHeartbeat, ThreadHeartbeat
 from .models import (
     UNSET,
     AuditRecord,
@@ -58,25 +62,21 @@ from .models import (
     OccurrenceStatus,
     PruneReport,
     Renewal,
+    RunResult,
     SchemaInfo,
     Settlement,
+    SkippedSlots,
     ThroughputBucket,
     VerifyCheck,
     VerifyReport,
     WorkerRecord,
 )
-from .options import WorkerOptions
-from .paths import default_store_target
-from .retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
-from .runtime import RunResult, Runtime, RuntimeRunSummary
+from .planning.explain import Explanation
+from .planning.planner import Planner, PlanReport
 from .schedules import Cron, Every, MisfirePolicy, Once, parse_trigger
-from .schedules.explain import Explanation
-from .schedules.planner import Planner, PlanReport
 from .store import SQLiteStore, Store, open_store
-from .store.operations.schedules import SkippedSlots
-from .worker import Worker, WorkerSummary
-
-__version__ = "0.2.0"
+from .store.paths import default_store_target
+from .version import __version__
 
 __all__ = [
     "UNSET",

@@ -30,23 +30,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import contract
 from .clock import Clock
-from .durations import choose_ms
+from .durations import choose_ms, epoch_ms_from
+from .engine.handlers import Authorizer, Handler
+from .engine.heartbeat import HeartbeatDriver
+from .engine.observe import Observer
+from .engine.options import WorkerOptions
+from .engine.retry import DEFAULT_BACKOFF, BackoffPolicy
+from .engine.runtime import Runtime
+from .engine.watchdog import Watchdog
+from .engine.worker import Worker, WorkerSummary, metrics_module
 from .errors import Conflict, InvalidArgument, RevisionConflict
-from .handlers import Authorizer, Handler, epoch_ms_from
-from .heartbeat import HeartbeatDriver
 from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
-from .observe import Observer
-from .options import WorkerOptions
-from .retry import DEFAULT_BACKOFF, BackoffPolicy
-from .runtime import Runtime
 from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
 from .store import Store, open_store
-from .watchdog import Watchdog
-from .worker import Worker, WorkerSummary, metrics_module
 
 if TYPE_CHECKING:
-    from .schedules.explain import Explanation
-    from .schedules.planner import PlanReport
+    from .planning.explain import Explanation
+    from .planning.planner import PlanReport
 
 __all__ = ["App"]
 
@@ -411,7 +411,7 @@ class App:
         The same declaration again changes nothing; a changed one updates the job (CAS), and
         planning restarts from the edit (``docs/schedules.md``).
         """
-        from .schedules.declare import declare_schedule
+        from .planning.declare import declare_schedule
 
         return declare_schedule(
             self.store,
@@ -436,13 +436,13 @@ class App:
 
     def plan(self) -> PlanReport:
         """One planner pass now (a worker runs them on its own schedule)."""
-        from .schedules.planner import Planner
+        from .planning.planner import Planner
 
         return Planner(self.store, clock=self.clock).tick()
 
     def explain(self, job_id: str, *, count: int = 5) -> Explanation:
         """When will ``job_id`` fire next, and why didn't it fire (``docs/schedules.md``)."""
-        from .schedules.explain import explain
+        from .planning.explain import explain
 
         return explain(self.store, job_id, count=count)
 

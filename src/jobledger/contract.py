@@ -45,6 +45,7 @@ __all__ = [
     "MAX_LEASE_MS",
     "MAX_SAFE_INTEGER",
     "OCCURRENCE_STATUSES",
+    "PRUNABLE_STATUSES",
     "TERMINAL_STATUSES",
     "canonical_json",
     "derive_occurrence_identity",
@@ -90,6 +91,10 @@ OCCURRENCE_STATUSES: Final = (
 )
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter", "cancelled"})
 LIVE_STATUSES: Final = frozenset({"queued", "running", "retry_wait"})
+# The statuses retention may remove, in the order of OCCURRENCE_STATUSES.
+PRUNABLE_STATUSES: Final = tuple(
+    status for status in OCCURRENCE_STATUSES if status in TERMINAL_STATUSES
+)
 # The most occurrences one enqueue_batch transaction may write.
 MAX_ENQUEUE_BATCH: Final = 10_000
 

@@ -7,14 +7,15 @@ A bare number is accepted only where the parameter's name carries the unit (``le
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from .contract import MAX_SAFE_INTEGER, is_safe_int
+from .contract import MAX_SAFE_INTEGER, is_safe_int, normalize_epoch_ms
 from .errors import InvalidArgument
 
-__all__ = ["choose_ms", "ms_from_timedelta", "ms_value"]
+__all__ = ["choose_ms", "epoch_ms_from", "ms_from_timedelta", "ms_value"]
 
 _ONE_MS = timedelta(milliseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ms_from_timedelta(value: object, field: str, *, minimum_ms: int = 0) -> int:
@@ -75,3 +76,14 @@ def _bounded(millis: int, field: str, minimum_ms: int) -> int:
     if millis > MAX_SAFE_INTEGER:
         raise InvalidArgument(f"{field} is too large", details={"field": field})
     return millis
+
+
+def epoch_ms_from(value: int | datetime, field: str) -> int:
+    """Epoch ms from an int or an *aware* datetime (naive datetimes are ambiguous: refused)."""
+    if isinstance(value, datetime):
+        offset = value.utcoffset()
+        if offset is None:
+            raise InvalidArgument(f"{field} must be a timezone-aware datetime (got a naive one)")
+        # Exact integer arithmetic; datetime.timestamp() would go through a float.
+        return normalize_epoch_ms((value - _EPOCH) // timedelta(milliseconds=1), field)
+    return normalize_epoch_ms(value, field)

@@ -3,7 +3,7 @@
 jobledger logs through the standard :mod:`logging` module (loggers ``jobledger.*``) and never
 configures logging itself, except in the ``jobledger`` command. Records about an attempt carry
 ``occurrence_id``, ``job_id``, ``kind``, ``attempt`` and ``fence`` as ``extra`` fields
-(:func:`jobledger.observe.attempt_fields`); :class:`JsonFormatter` writes them out, so a log
+(:func:`jobledger.engine.observe.attempt_fields`); :class:`JsonFormatter` writes them out, so a log
 pipeline can follow one occurrence across workers and retries.
 """
 

@@ -5,10 +5,10 @@ in the core imports this module.
 
 Two sources, because they answer different questions:
 
-* :class:`PrometheusObserver` — an :class:`~jobledger.observe.Observer` the runtime and worker
-  call as things happen *in this process*: claims, reclaims, settlements by status, lost leases,
-  handler durations, busy slots, planner lag. Counters start at zero when the process starts;
-  Prometheus' ``rate``/``increase`` handle the restarts.
+* :class:`PrometheusObserver` — an :class:`~jobledger.engine.observe.Observer` the runtime and
+  worker call as things happen *in this process*: claims, reclaims, settlements by status, lost
+  leases, handler durations, busy slots, planner lag. Counters start at zero when the process
+  starts; Prometheus' ``rate``/``increase`` handle the restarts.
 * :class:`StoreCollector` — reads the store *at scrape time*: queue depth by status and kind,
   the age of the oldest due occurrence per kind, leases held per owner, live workers. These are
   exact and shared by every process looking at the same store, so a fleet of workers exports the
@@ -53,18 +53,18 @@ from prometheus_client.registry import Collector
 
 from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
+from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
-from .models import Occurrence
-from .observe import Observer
-from .options import WORKER_STALE_AFTER
+from .models import WORKER_STALE_AFTER, Occurrence
 from .store.base import Store
+from .version import __version__
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from prometheus_client.metrics_core import Metric
 
-    from .attempt import RunResult
+    from .models import RunResult
 
 __all__ = [
     "DEFAULT_DURATION_BUCKETS",
@@ -321,13 +321,8 @@ class StoreCollector(Collector):
         workers.add_metric(["active"], active)
         workers.add_metric(["stale"], stale)
         schema = store.schema_info()
-        build.add_metric([_version(), _store_type(store), str(schema.schema_version)], 1)
+        build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
 
-
-def _version() -> str:
-    from . import __version__  # at call time: this module is imported by the package
-
-    return __version__
 
 
 def _store_type(store: Store) -> str:

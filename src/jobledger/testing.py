@@ -4,7 +4,7 @@
 * :func:`temp_store` — a store on a fresh SQLite file in a private temporary directory.
 * :func:`run_until_idle` — run an app's, worker's or runtime's work in this thread until nothing
   is claimable, and get the results.
-* :class:`~jobledger.heartbeat.ManualHeartbeat` — lease renewals only when you ``tick()``.
+* :class:`~jobledger.engine.heartbeat.ManualHeartbeat` — lease renewals only when you ``tick()``.
 
 A typical test::
 
@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .contract import normalize_epoch_ms
+from .durations import epoch_ms_from
+from .engine.heartbeat import ManualHeartbeat
 from .errors import InvalidArgument
-from .handlers import epoch_ms_from
-from .heartbeat import ManualHeartbeat
 from .store import open_store
 from .store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from .app import App
-    from .runtime import Runtime, RuntimeRunSummary
-    from .worker import Worker
+    from .engine.runtime import Runtime, RuntimeRunSummary
+    from .engine.worker import Worker
 
 __all__ = ["DEFAULT_START_MS", "FakeClock", "ManualHeartbeat", "run_until_idle", "temp_store"]
 
@@ -121,8 +121,8 @@ def run_until_idle(
     results, ``idle`` not included). Stops after ``limit`` runs.
     """
     from .app import App
-    from .runtime import Runtime
-    from .worker import Worker
+    from .engine.runtime import Runtime
+    from .engine.worker import Worker
 
     if isinstance(target, App):
         runtime = target.runtime(heartbeat=ManualHeartbeat())

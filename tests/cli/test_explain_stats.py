@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobledger.schedules.explain import explain
+from jobledger.planning.explain import explain
 from tests.cli.conftest import AUTHORITY, make_dead_letter
 
 

@@ -19,8 +19,8 @@ from jobledger.cli.timefmt import (
     parse_instant,
     parse_zone,
 )
+from jobledger.durations import epoch_ms_from
 from jobledger.errors import InvalidArgument
-from jobledger.handlers import epoch_ms_from
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=300)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 import jobledger
-from jobledger.batching import Settler
+from jobledger.engine.batching import Settler
 from jobledger.errors import StorageUnavailable
 
 AUTHORITY = {"principal": {"type": "user", "id": "faults"}}

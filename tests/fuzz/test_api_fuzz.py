@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 
 from .support import anything, budget, call_coded, integers, json_values, snapshot, text
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
 
 AUTHORITY = {"principal": {"type": "user", "id": "fuzz"}}

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jobledger
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once, parse_trigger, schedule_json
-from jobledger.schedules.planner import Planner
 from jobledger.testing import FakeClock
 
 from .support import anything, budget, call_coded, json_values, text

@@ -23,8 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jobledger
+from jobledger.models import SchedulePlan, SlotFiring
 from jobledger.schedules import Every, MisfirePolicy, schedule_json
-from jobledger.store.operations.schedules import SchedulePlan, SlotFiring
 from tests.store.pg_support import fresh_database_url, postgres_template
 
 from .support import anything, budget, call_coded, json_values, snapshot, text

@@ -15,11 +15,11 @@ from starlette.testclient import TestClient
 
 import jobledger
 from jobledger import Fail, Retry
+from jobledger.engine.heartbeat import ManualHeartbeat
+from jobledger.engine.observe import notify
 from jobledger.errors import InvalidArgument
-from jobledger.heartbeat import ManualHeartbeat
 from jobledger.metrics import PrometheusObserver, StoreCollector, serve_metrics
-from jobledger.observe import notify
-from jobledger.schedules.planner import Planner
+from jobledger.planning.planner import Planner
 from jobledger.testing import DEFAULT_START_MS, FakeClock
 from jobledger.web import create_app
 from tests.store.pg_support import postgres_database_url, postgres_template

@@ -151,7 +151,7 @@ def test_close_stops_the_listener_promptly(open_pg, admin):
 
 
 def test_the_listener_keeps_retrying_an_unreachable_server():
-    from jobledger.store.engine import WorkSignal
+    from jobledger.store.ledger import WorkSignal
 
     listener = NotificationListener(
         "postgresql://postgres@127.0.0.1:1/nothing",
@@ -173,7 +173,7 @@ def test_stop_never_hangs_or_closes_the_pipe_under_a_thread_stuck_connecting(mon
 
     import psycopg
 
-    from jobledger.store.engine import WorkSignal
+    from jobledger.store.ledger import WorkSignal
     from jobledger.store.postgres import listener as listener_module
 
     entered = threading.Event()

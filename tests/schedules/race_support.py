@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 import jobledger
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once, schedule_json
-from jobledger.schedules.planner import Planner
 
 from .helpers import AUTHORITY, at, occurrence_rows
 

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from jobledger import InvalidArgument, RevisionConflict
+from jobledger.planning.declare import declare_schedule
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once, parse_schedule, schedule_json
-from jobledger.schedules.declare import declare_schedule
 
 from .helpers import AUTHORITY
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from jobledger import NotFound
+from jobledger.planning.explain import explain
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once
-from jobledger.schedules.explain import explain
-from jobledger.schedules.planner import Planner
 
 from .helpers import AUTHORITY, at, move_to, ms, schedule_job, utc
 

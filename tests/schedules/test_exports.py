@@ -9,9 +9,9 @@ import pytest
 from tests.unit.test_exported_members import ruff_sort_key
 
 MODULES = [
-    "jobledger.schedules.planner",
-    "jobledger.schedules.explain",
-    "jobledger.schedules.declare",
+    "jobledger.planning.planner",
+    "jobledger.planning.explain",
+    "jobledger.planning.declare",
     "jobledger.store.operations.schedules",
 ]
 
@@ -25,8 +25,8 @@ def test_all_is_sorted_and_exists(name):
 
 
 def test_the_spec_names():
-    from jobledger.schedules.explain import Explanation
-    from jobledger.schedules.planner import Planner, PlanReport, SkippedSlots
+    from jobledger.planning.explain import Explanation
+    from jobledger.planning.planner import Planner, PlanReport, SkippedSlots
 
     assert {"enqueued", "skipped", "next_due_at", "planned_jobs"} <= set(
         PlanReport.__dataclass_fields__

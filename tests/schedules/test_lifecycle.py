@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once, schedule_json
-from jobledger.schedules.planner import Planner
 
 from .helpers import (
     all_occurrences,

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
+from jobledger.planning.planner import COUNT_CAP, Planner
 from jobledger.schedules import Cron, Every, MisfirePolicy, jitter_offset_ms
-from jobledger.schedules.planner import COUNT_CAP, Planner
 
 from .helpers import (
     all_occurrences,

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from jobledger.schedules.planner import Planner
+from jobledger.planning.planner import Planner
 from jobledger.testing import FakeClock
 
 from .race_support import (

@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobledger import InvalidArgument
-from jobledger.schedules import Cron, Every, MisfirePolicy, Once
-from jobledger.schedules.planner import plan_schedule
-from jobledger.store.operations.schedules import (
+from jobledger.models import (
     RECENT_SKIPS_KEPT,
     SchedulePlan,
     SkippedSlots,
     SlotFiring,
 )
+from jobledger.planning.planner import plan_schedule
+from jobledger.schedules import Cron, Every, MisfirePolicy, Once
 
 from .helpers import AUTHORITY, all_occurrences, schedule_job, skip_events
 

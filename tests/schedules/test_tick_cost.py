@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from jobledger import SQLiteStore
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Cron, Every
-from jobledger.schedules.planner import Planner
 
 from .helpers import move_to, occurrence_rows, schedule_job, utc
 

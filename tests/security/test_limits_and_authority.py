@@ -17,7 +17,7 @@ import pytest
 
 import jobledger
 from jobledger.contract import MAX_JSON_BYTES, MAX_JSON_DEPTH
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 
 AUTHORITY = {"principal": {"type": "user", "id": "alice"}, "workspaceId": "ws-1"}
 

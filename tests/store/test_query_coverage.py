@@ -17,8 +17,8 @@ import pytest
 
 import jobledger
 from jobledger import EnqueueRequest, Renewal, Settlement
+from jobledger.planning.planner import Planner
 from jobledger.schedules import Every, MisfirePolicy, Once, schedule_json
-from jobledger.schedules.planner import Planner
 from jobledger.store.postgres import store as pg_store
 from jobledger.store.sqlite import store as sqlite_store
 from jobledger.testing import FakeClock

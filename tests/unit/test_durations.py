@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.options import MAX_CONCURRENCY, WorkerOptions
+from jobledger.engine.options import MAX_CONCURRENCY, WorkerOptions
 
 WORKER_DURATIONS = {
     "lease": timedelta(seconds=30),

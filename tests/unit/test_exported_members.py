@@ -9,40 +9,46 @@ import pytest
 
 import jobledger
 import jobledger.app
-import jobledger.attempt
-import jobledger.batching
 import jobledger.contract
 import jobledger.durations
+import jobledger.engine.attempt
+import jobledger.engine.batching
+import jobledger.engine.handlers
+import jobledger.engine.heartbeat
+import jobledger.engine.keeper
+import jobledger.engine.options
+import jobledger.engine.retry
+import jobledger.engine.runtime
+import jobledger.engine.watchdog
+import jobledger.engine.worker
 import jobledger.errors
-import jobledger.handlers
-import jobledger.heartbeat
-import jobledger.keeper
 import jobledger.models
-import jobledger.options
-import jobledger.retry
-import jobledger.runtime
 import jobledger.testing
-import jobledger.watchdog
-import jobledger.worker
 
 # Modules whose __all__ lists every public class and function they define. (options, runtime
 # and attempt also define helpers used only inside the package, deliberately not exported.)
 COMPLETE = [
     jobledger.app,
-    jobledger.batching,
+    jobledger.engine.batching,
     jobledger.contract,
     jobledger.durations,
     jobledger.errors,
-    jobledger.handlers,
-    jobledger.heartbeat,
-    jobledger.keeper,
+    jobledger.engine.handlers,
+    jobledger.engine.heartbeat,
+    jobledger.engine.keeper,
     jobledger.models,
-    jobledger.retry,
+    jobledger.engine.retry,
     jobledger.testing,
-    jobledger.watchdog,
-    jobledger.worker,
+    jobledger.engine.watchdog,
+    jobledger.engine.worker,
 ]
-MODULES = [jobledger, jobledger.attempt, jobledger.options, jobledger.runtime, *COMPLETE]
+MODULES = [
+    jobledger,
+    jobledger.engine.attempt,
+    jobledger.engine.options,
+    jobledger.engine.runtime,
+    *COMPLETE,
+]
 
 
 def ruff_sort_key(name: str) -> tuple[int, list[object]]:
@@ -131,16 +137,16 @@ def test_package_reexports_the_spec_api():
 def test_the_types_users_annotate_with_are_exported():
     # Issue 8: handlers, authorizers, options and batch inputs can be annotated from the top.
     for name, home in [
-        ("Authorizer", jobledger.handlers),
-        ("Handler", jobledger.handlers),
-        ("JobContext", jobledger.handlers),
-        ("HeartbeatDriver", jobledger.heartbeat),
-        ("WorkerOptions", jobledger.options),
+        ("Authorizer", jobledger.engine.handlers),
+        ("Handler", jobledger.engine.handlers),
+        ("JobContext", jobledger.engine.handlers),
+        ("HeartbeatDriver", jobledger.engine.heartbeat),
+        ("WorkerOptions", jobledger.engine.options),
         ("EnqueueRequest", jobledger.models),
         ("Renewal", jobledger.models),
         ("Settlement", jobledger.models),
-        ("RuntimeRunSummary", jobledger.runtime),
-        ("WorkerSummary", jobledger.worker),
+        ("RuntimeRunSummary", jobledger.engine.runtime),
+        ("WorkerSummary", jobledger.engine.worker),
         ("UnsafePath", jobledger.errors),
         ("StoreNotFound", jobledger.errors),
     ]:

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 import jobledger
 from jobledger.errors import InvalidArgument, StoreNotFound
-from jobledger.schedules.explain import explain
+from jobledger.planning.explain import explain
 from jobledger.web import create_app
 from tests.web.conftest import TOKEN, USERS
 from tests.web.helpers import BEARER, HTML, JSON, cell, client_for

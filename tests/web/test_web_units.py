@@ -21,7 +21,7 @@ MINUTE = 60_000
 
 def test_importing_jobledger_never_imports_the_optional_packages():
     code = (
-        "import sys, jobledger, jobledger.testing, jobledger.observe, jobledger.cli\n"
+        "import sys, jobledger, jobledger.testing, jobledger.engine.observe, jobledger.cli\n"
         "heavy = ('starlette', 'jinja2', 'uvicorn', 'prometheus_client', 'multipart',"
         " 'jobledger.web', 'jobledger.metrics')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
 from tests.store.pg_support import postgres_database_url, postgres_template
 

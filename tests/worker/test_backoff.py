@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jobledger
-from jobledger.retry import ExponentialBackoff, FixedBackoff
+from jobledger.engine.retry import ExponentialBackoff, FixedBackoff
 
 policies = st.builds(
     lambda base, factor, extra, jitter: ExponentialBackoff(

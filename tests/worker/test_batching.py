@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger import batching
-from jobledger.batching import ClaimAhead, Claimed, Settler
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine import batching
+from jobledger.engine.batching import ClaimAhead, Claimed, Settler
+from jobledger.engine.heartbeat import ManualHeartbeat
 
 from .conftest import AUTHORITY, LEASE_MS, add_job, event_types, stop_worker
 
@@ -600,7 +600,7 @@ def test_the_adaptive_prefetch_holds_about_one_window_of_work():
 
 
 def test_the_worker_teaches_the_prefetch_handler_time_not_commit_waits(monkeypatch):
-    from jobledger import worker as worker_module
+    from jobledger.engine import worker as worker_module
 
     now = [100.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])

@@ -1,7 +1,7 @@
 """Cancelling a running occurrence, and per-kind handler time limits (issue 8).
 
 Both are driven without sleeping: the heartbeat by ``ManualHeartbeat.tick()``, the time limits
-by a :class:`~jobledger.watchdog.Watchdog` on a fake monotonic clock, checked by hand.
+by a :class:`~jobledger.engine.watchdog.Watchdog` on a fake monotonic clock, checked by hand.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
-from jobledger.watchdog import Watchdog
+from jobledger.engine.heartbeat import ManualHeartbeat
+from jobledger.engine.watchdog import Watchdog
 
 from .conftest import add_job, event_types, stop_worker
 

@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
-from jobledger.keeper import LeaseKeeper
+from jobledger.engine.heartbeat import ManualHeartbeat
+from jobledger.engine.keeper import LeaseKeeper
 
 from .conftest import AUTHORITY, LEASE_MS, event_types
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
-from jobledger.options import WorkerOptions
+from jobledger.engine.heartbeat import ManualHeartbeat
+from jobledger.engine.options import WorkerOptions
 
 # A non-default value for every field.
 EVERY_FIELD: dict[str, Any] = {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.outcomes import sanitize_error
+from jobledger.engine.outcomes import sanitize_error
 from jobledger.testing import FakeClock
 
 from .conftest import add_job

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
 
 from .conftest import LEASE_MS, add_job, event_types
@@ -271,7 +271,7 @@ def test_waiting_on_a_stopped_event_loop_does_not_hang():
     """A coroutine scheduled as the loop shuts down never runs; the caller must not wait forever."""
     import concurrent.futures
 
-    from jobledger.loop import EventLoopThread
+    from jobledger.engine.loop import EventLoopThread
 
     loop_thread = EventLoopThread()
     stopped = asyncio.new_event_loop()  # a loop that is not running, as after close() stops it

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock, run_until_idle
 
 from .conftest import add_job, event_types, stop_worker
@@ -238,7 +238,7 @@ def test_the_default_thread_heartbeat_renews_in_the_background(store, clock, mak
     assert runtime.run_next().status == "succeeded"
     assert renewed.is_set()
     assert event_types(store, occurrence.id).count("occurrence_renewed") >= 2
-    assert isinstance(ManualHeartbeat(), jobledger.heartbeat.HeartbeatDriver)
+    assert isinstance(ManualHeartbeat(), jobledger.engine.heartbeat.HeartbeatDriver)
 
 
 # -- shutdown races (each reproduced deterministically) -------------------------------------
@@ -386,7 +386,7 @@ def test_an_attempt_registered_after_the_first_abandon_is_still_released(
 
 
 def test_a_slot_that_outlives_run_never_claims_again(store, clock, make_runtime, monkeypatch):
-    monkeypatch.setattr(jobledger.worker, "ABANDON_WAIT_S", 0.05)
+    monkeypatch.setattr(jobledger.engine.worker, "ABANDON_WAIT_S", 0.05)
     add_job(store, "job-1", clock=clock)
     started, gate = threading.Event(), threading.Event()
     slots: list[threading.Thread] = []

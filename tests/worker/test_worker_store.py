@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.heartbeat import ManualHeartbeat
+from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
 
 from .conftest import AUTHORITY, RuntimeFactory, stop_worker

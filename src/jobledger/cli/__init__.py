@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from ..errors import SchedulerError
-from ..paths import default_target, resolve_target
+from ..store.paths import default_target, resolve_target
+from ..version import __version__
 from . import db, dead_letters, enqueue, explain, history, jobs, occurrences, stats, web, worker
 from .context import Context, default_actor
 from .errors import (
@@ -85,7 +86,7 @@ def build_parser(*, mount_web: bool = True) -> CommandParser:
         formatter_class=HelpFormatter,
     )
     add_global_options(parser, hidden=False)
-    parser.add_argument("--version", action="version", version=f"jobledger {_version()}")
+    parser.add_argument("--version", action="version", version=f"jobledger {__version__}")
     commands = parser.add_subparsers(
         title="commands", dest="command", required=True, metavar="COMMAND"
     )
@@ -104,11 +105,6 @@ def build_parser(*, mount_web: bool = True) -> CommandParser:
     web.register(commands, mount=mount_web)
     return parser
 
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _context(

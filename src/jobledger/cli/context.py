@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 from ..contract import normalize_identifier
 from ..errors import InvalidArgument, SchedulerError, StoreNotFound
-from ..paths import DB_ENV
 from ..store import Store, open_store
+from ..store.paths import DB_ENV
 from .errors import ABORTED, CONFIRMATION_REQUIRED
 from .timefmt import format_age, format_instant
 

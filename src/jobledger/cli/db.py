@@ -11,11 +11,11 @@ import time
 from collections import Counter
 from typing import Any
 
+from ..contract import PRUNABLE_STATUSES
 from ..errors import MigrationRequired, SchedulerError, StoreNotFound
 from ..models import SchemaInfo
 from ..store import Store
 from ..store.migrations import LATEST_VERSION, SchemaOutcome
-from ..store.operations.admin import PRUNABLE_STATUSES
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json

@@ -7,10 +7,10 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from ..handlers import epoch_ms_from
+from ..durations import epoch_ms_from
+from ..planning.explain import MAX_EXPLAIN_COUNT, Explanation, explain
+from ..planning.planner import Planner, PlanReport
 from ..schedules import Cron
-from ..schedules.explain import MAX_EXPLAIN_COUNT, Explanation, explain
-from ..schedules.planner import Planner, PlanReport
 from ..schedules.zones import load_zone
 from .context import Context
 from .output import occurrence_json

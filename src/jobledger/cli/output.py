@@ -1,7 +1,7 @@
 """The JSON shapes of ``--json`` and the tables shared by several commands.
 
 Keys are camelCase, as in the stored JSON and in :meth:`Explanation.to_dict
-<jobledger.schedules.explain.Explanation.to_dict>`; instants are ISO 8601 UTC strings
+<jobledger.planning.explain.Explanation.to_dict>`; instants are ISO 8601 UTC strings
 (``2026-01-01T09:00:00Z``, with ``.mmm`` when there are milliseconds), whatever ``--tz`` says.
 These shapes are a public contract for scripts: keys are added, never renamed or removed.
 """

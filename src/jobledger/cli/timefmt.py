@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final
 
 from ..contract import MAX_SAFE_INTEGER
+from ..durations import epoch_ms_from
 from ..errors import InvalidArgument
-from ..handlers import epoch_ms_from
 from ..schedules.zones import load_zone
 
 __all__ = [

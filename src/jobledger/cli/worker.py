@@ -33,12 +33,12 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..app import App
+from ..engine.options import WorkerOptions
+from ..engine.worker import Worker, WorkerSummary
 from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNotFound
-from ..options import WorkerOptions
-from ..paths import DB_ENV
-from ..schedules.planner import Planner
+from ..planning.planner import Planner
 from ..store import Store, open_store
-from ..worker import Worker, WorkerSummary
+from ..store.paths import DB_ENV
 from .context import Context, is_postgres
 from .errors import APP_IMPORT_FAILED
 from .parsing import add_command, duration_arg, float_arg, natural_arg

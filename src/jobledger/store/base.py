@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..contract import DEFAULT_MAX_ATTEMPTS
 from ..errors import LeaseLost
@@ -32,6 +32,7 @@ from ..models import (
     UNSET,
     AuditRecord,
     DueItem,
+    DueSchedules,
     EnqueueRequest,
     Event,
     Job,
@@ -39,8 +40,12 @@ from ..models import (
     Occurrence,
     OccurrenceCount,
     OccurrencePage,
+    Outcome,
+    PlanOutcome,
     PruneReport,
     Renewal,
+    SchedulePlan,
+    ScheduleState,
     SchemaInfo,
     Settlement,
     ThroughputBucket,
@@ -50,12 +55,10 @@ from ..models import (
 )
 
 if TYPE_CHECKING:
-    from .operations.schedules import DueSchedules, PlanOutcome, SchedulePlan, ScheduleState
     from .tx import WorkSignal
 
 __all__ = ["UNSET", "NoOwnerLock", "Outcome", "OwnerLockHandle", "Store", "Unset"]
 
-Outcome = Literal["succeeded", "failed"]
 
 
 class OwnerLockHandle(Protocol):

@@ -7,22 +7,26 @@ they read and write rows, never in *what* they decide. Argument validation is in
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from .. import contract
 from ..errors import InvalidArgument, LeaseLost, StorageUnavailable
+from .tx import Row
 
 __all__ = [
     "LAZY_DEAD_LETTER_BATCH",
     "LEASE_EXPIRED_ERROR",
     "claim_event_data",
+    "count_settlement",
     "event_params",
     "lease_expiry",
     "lease_lost",
     "liveness_lock_unavailable",
     "minute_of",
     "settle_event",
+    "throughput_params",
 ]
 
 LEASE_EXPIRED_ERROR = {
@@ -114,3 +118,29 @@ def settle_event(row: Mapping[str, Any]) -> tuple[str, str]:
     if status == "retry_wait":
         data["retryAt"] = int(row["available_at"])
     return _SETTLE_EVENTS[status], contract.encode_trusted_json(data)
+
+
+# Settlements per (minute, kind, owner, status), merged into jobledger_throughput rows.
+def count_settlement(
+    tally: Counter[tuple[int, str, str, str]], now: int, row: Row, owner: str
+) -> None:
+    tally[(minute_of(now), row["kind"], owner, row["status"])] += 1
+
+
+def throughput_params(tally: Counter[tuple[int, str, str, str]]) -> list[dict[str, Any]]:
+    merged: dict[tuple[int, str, str], dict[str, Any]] = {}
+    for (minute, kind, owner, status), count in tally.items():
+        entry = merged.setdefault(
+            (minute, kind, owner),
+            {
+                "minute": minute,
+                "kind": kind,
+                "owner_id": owner,
+                "succeeded": 0,
+                "retried": 0,
+                "dead_lettered": 0,
+            },
+        )
+        column = {"succeeded": "succeeded", "retry_wait": "retried"}.get(status, "dead_lettered")
+        entry[column] += count
+    return list(merged.values())

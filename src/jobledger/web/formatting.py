@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from ..handlers import epoch_ms_from
+from ..durations import epoch_ms_from
 
 __all__ = [
     "STATUS_LABELS",

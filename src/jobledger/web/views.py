@@ -18,6 +18,7 @@ from markupsafe import Markup
 from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound, SchedulerError
 from ..models import (
+    WORKER_STALE_AFTER,
     DueItem,
     Event,
     Job,
@@ -27,9 +28,8 @@ from ..models import (
     SchemaInfo,
     WorkerRecord,
 )
-from ..options import WORKER_STALE_AFTER
+from ..planning.explain import Explanation, explain
 from ..schedules import Cron, parse_schedule
-from ..schedules.explain import Explanation, explain
 from ..schedules.json_format import is_schedule_json
 from ..store.base import Store
 from .charts import Minute, failure_chart, per_minute, throughput_chart, window

@@ -1,10 +1,25 @@
 """Every store operation, written once as named queries inside one transaction.
 
-The groups build on each other (jobs → occurrences → leases → admin) so each module stays
-small; :class:`AdminOperations` is the complete set.
+Each group is a sibling over :class:`OperationsBase` (the engine hooks and the row helpers they
+share), one module per concern; :class:`jobledger.store.ledger.LedgerStore` combines them. What
+two groups both need lives in the base or in ``store/common.py``, never in another group.
 """
 
 from .admin import AdminOperations
 from .base import JobMeta, OperationsBase
+from .claims import ClaimOperations
+from .jobs import JobOperations
+from .leases import LeaseOperations
+from .occurrences import OccurrenceOperations
+from .schedules import ScheduleOperations
 
-__all__ = ["AdminOperations", "JobMeta", "OperationsBase"]
+__all__ = [
+    "AdminOperations",
+    "ClaimOperations",
+    "JobMeta",
+    "JobOperations",
+    "LeaseOperations",
+    "OccurrenceOperations",
+    "OperationsBase",
+    "ScheduleOperations",
+]

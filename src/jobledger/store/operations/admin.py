@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import Any, Final
+from typing import Any
 
 from ... import contract
 from ...errors import InvalidArgument
@@ -18,19 +18,15 @@ from ...models import (
 )
 from .. import inputs, rows
 from ..tx import Tx
-from .leases import LeaseOperations
+from .base import OperationsBase
 
 __all__ = ["AdminOperations"]
 
 DEFAULT_PRUNE_BATCH = 500
 MAX_PRUNE_BATCH = 5_000
-# The statuses retention may remove, in the order of contract.OCCURRENCE_STATUSES.
-PRUNABLE_STATUSES: Final = tuple(
-    status for status in contract.OCCURRENCE_STATUSES if status in contract.TERMINAL_STATUSES
-)
 
 
-class AdminOperations(LeaseOperations):
+class AdminOperations(OperationsBase):
     """Retention, the worker registry and statistics (read through the same store seam)."""
 
     # -- retention --------------------------------------------------------------------------
@@ -40,7 +36,7 @@ class AdminOperations(LeaseOperations):
         *,
         before: int,
         actor: str,
-        statuses: Sequence[str] = PRUNABLE_STATUSES,
+        statuses: Sequence[str] = contract.PRUNABLE_STATUSES,
         batch_size: int = DEFAULT_PRUNE_BATCH,
         max_batches: int | None = None,
     ) -> PruneReport:
@@ -59,7 +55,7 @@ class AdminOperations(LeaseOperations):
                 "statuses must be a list of settled statuses", details={"field": "statuses"}
             )
         wanted = [inputs.normalize_status(status) for status in statuses]
-        if not wanted or any(status not in PRUNABLE_STATUSES for status in wanted):
+        if not wanted or any(status not in contract.PRUNABLE_STATUSES for status in wanted):
             raise InvalidArgument(
                 "only settled occurrences can be pruned (succeeded, dead_letter, cancelled)",
                 details={"field": "statuses"},

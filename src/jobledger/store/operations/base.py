@@ -140,6 +140,15 @@ class OperationsBase(ABC):
             if self._job_cache is not None:
                 self._job_cache.pop(job_id, None)
 
+    def _load_job_meta(self, tx: Tx, job_id: str) -> JobMeta | None:
+        row = self._job_row(tx, job_id)
+        if row is None:
+            self._forget_job(job_id)
+            return None
+        meta = JobMeta.from_row(row)
+        self._remember_job(meta)
+        return meta
+
     # -- helpers ----------------------------------------------------------------------------
 
     @staticmethod

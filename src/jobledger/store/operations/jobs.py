@@ -10,7 +10,7 @@ from ...errors import Conflict, NotFound, RevisionConflict
 from ...models import Job
 from .. import inputs, rows
 from ..tx import Tx
-from .base import JobMeta, OperationsBase, required
+from .base import OperationsBase, required
 
 __all__ = ["JobOperations"]
 
@@ -259,12 +259,3 @@ class JobOperations(OperationsBase):
         removed = self._write(body)
         self._forget_job(key)
         return removed
-
-    def _load_job_meta(self, tx: Tx, job_id: str) -> JobMeta | None:
-        row = self._job_row(tx, job_id)
-        if row is None:
-            self._forget_job(job_id)
-            return None
-        meta = JobMeta.from_row(row)
-        self._remember_job(meta)
-        return meta

@@ -18,8 +18,7 @@ from ...errors import (
 from ...models import UNSET, EnqueueRequest, Event, Occurrence, OccurrenceCount, OccurrencePage
 from .. import common, inputs, rows
 from ..tx import Tx
-from .base import JobMeta
-from .jobs import JobOperations
+from .base import JobMeta, OperationsBase
 
 __all__ = ["OccurrenceOperations"]
 
@@ -28,7 +27,7 @@ __all__ = ["OccurrenceOperations"]
 _ENQUEUE_TRIES = 2
 
 
-class OccurrenceOperations(JobOperations):
+class OccurrenceOperations(OperationsBase):
     """Recording firings (idempotent enqueue, one or many) and reading occurrences and events."""
 
     # -- enqueue ----------------------------------------------------------------------------

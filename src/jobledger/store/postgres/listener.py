@@ -17,7 +17,7 @@ import threading
 
 import psycopg
 
-from ..engine import WorkSignal
+from ..ledger import WorkSignal
 
 __all__ = ["NotificationListener"]
 

@@ -31,7 +31,7 @@ from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import common, inputs
 from ..base import OwnerLockHandle
-from ..engine import LedgerStore, Row, Tx, validate_clock_reading
+from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
 from ..operations.occurrences import enqueued_event_data, insert_params, new_occurrence
 from ..sql import load_queries, load_store_queries
@@ -70,7 +70,7 @@ CLOCK_RESYNC_S = 5.0
 
 
 class _PostgresTx:
-    """:class:`~jobledger.store.engine.Tx` over one open transaction on a pooled connection."""
+    """:class:`~jobledger.store.ledger.Tx` over one open transaction on a pooled connection."""
 
     __slots__ = ("_clock", "_conn", "_db_now", "wakes")
 

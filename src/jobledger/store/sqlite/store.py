@@ -23,7 +23,7 @@ from ...errors import (
 from ...models import SchemaInfo, VerifyReport
 from .. import common
 from ..base import NoOwnerLock, OwnerLockHandle
-from ..engine import LedgerStore, Row, Tx, validate_clock_reading
+from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
 from ..sql import load_store_queries
 from ..tx import table_parameter

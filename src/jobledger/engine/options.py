@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from .contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
-from .durations import ms_from_timedelta
-from .errors import InvalidArgument
+from ..contract import MAX_BATCH_SIZE, MAX_LEASE_MS, normalize_identifier
+from ..durations import ms_from_timedelta
+from ..errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -31,8 +31,6 @@ DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
 DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
 DEFAULT_PLAN_INTERVAL = timedelta(seconds=60)
 DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
-# A worker not seen for this long counts as stale on the dashboard and in metrics (six beats).
-WORKER_STALE_AFTER = timedelta(seconds=60)
 MIN_LEASE = timedelta(seconds=1)
 DEFAULT_LEASE_MS = DEFAULT_LEASE // timedelta(milliseconds=1)
 MIN_LEASE_MS = MIN_LEASE // timedelta(milliseconds=1)

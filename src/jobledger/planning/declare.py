@@ -16,15 +16,15 @@ from typing import Any, Final, TypeVar
 from .. import contract
 from ..errors import Conflict, InvalidArgument, RevisionConflict
 from ..models import Job
-from ..store.base import Store
-from .json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
-from .policy import (
+from ..schedules.json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
+from ..schedules.policy import (
     DEFAULT_CATCH_UP_LIMIT,
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_MODES,
     MisfirePolicy,
 )
-from .triggers import Cron, Every, Once, Trigger, schedule_json
+from ..schedules.triggers import Cron, Every, Once, Trigger, schedule_json
+from ..store.base import Store
 
 __all__ = ["declare_schedule"]
 

@@ -19,9 +19,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .contract import MAX_JSON_BYTES, canonical_json, normalize_json
-from .errors import InvalidArgument, RuntimeRejection
-from .handlers import Retry, epoch_ms_from
+from ..contract import MAX_JSON_BYTES, canonical_json, normalize_json
+from ..durations import epoch_ms_from
+from ..errors import InvalidArgument, RuntimeRejection
+from .handlers import Retry
 from .retry import BackoffPolicy
 
 __all__ = [

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .models import Occurrence
+from ..models import Occurrence
 
 if TYPE_CHECKING:
-    from .attempt import RunResult
+    from ..models import RunResult
 
 __all__ = ["NO_OBSERVER", "Observer", "attempt_fields", "notify"]
 

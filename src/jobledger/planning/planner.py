@@ -30,19 +30,19 @@ from typing import Final
 from ..clock import Clock
 from ..contract import MAX_SAFE_INTEGER
 from ..errors import InvalidArgument, SchedulerError
-from ..models import Occurrence
-from ..store.base import Store
-from ..store.operations.schedules import (
+from ..models import (
     MAX_DUE_LIMIT,
     MAX_SLOTS_PER_CALL,
+    Occurrence,
     SchedulePlan,
     ScheduleState,
     SkippedSlots,
     SkipReason,
     SlotFiring,
 )
-from .policy import MisfirePolicy, jitter_offset_ms
-from .triggers import Every, Once, Trigger, parse_schedule, trigger_key
+from ..schedules.policy import MisfirePolicy, jitter_offset_ms
+from ..schedules.triggers import Every, Once, Trigger, parse_schedule, trigger_key
+from ..store.base import Store
 
 __all__ = [
     "COUNT_CAP",

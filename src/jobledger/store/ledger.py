@@ -9,11 +9,25 @@ database is verified, and where "now" comes from (the injected clock, or the dat
 
 from __future__ import annotations
 
-from .operations.schedules import ScheduleOperations
+from .operations import (
+    AdminOperations,
+    ClaimOperations,
+    JobOperations,
+    LeaseOperations,
+    OccurrenceOperations,
+    ScheduleOperations,
+)
 from .tx import Row, Tx, WorkSignal, validate_clock_reading
 
 __all__ = ["LedgerStore", "Row", "Tx", "WorkSignal", "validate_clock_reading"]
 
 
-class LedgerStore(ScheduleOperations):
+class LedgerStore(
+    JobOperations,
+    OccurrenceOperations,
+    ClaimOperations,
+    LeaseOperations,
+    AdminOperations,
+    ScheduleOperations,
+):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

@@ -17,13 +17,13 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
-from .contract import normalize_epoch_ms
-from .durations import choose_ms
-from .errors import InvalidArgument
-from .models import Job, Occurrence
+from ..contract import normalize_epoch_ms
+from ..durations import choose_ms, epoch_ms_from
+from ..errors import InvalidArgument
+from ..models import Job, Occurrence
 
 __all__ = [
     "AuthorizationRequest",
@@ -34,24 +34,11 @@ __all__ = [
     "JobContext",
     "Retry",
     "allow_all",
-    "epoch_ms_from",
 ]
 
 logger = logging.getLogger("jobledger.runtime")
 
 MAX_DECISION_REASON = 256
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def epoch_ms_from(value: int | datetime, field: str) -> int:
-    """Epoch ms from an int or an *aware* datetime (naive datetimes are ambiguous: refused)."""
-    if isinstance(value, datetime):
-        offset = value.utcoffset()
-        if offset is None:
-            raise InvalidArgument(f"{field} must be a timezone-aware datetime (got a naive one)")
-        # Exact integer arithmetic; datetime.timestamp() would go through a float.
-        return normalize_epoch_ms((value - _EPOCH) // timedelta(milliseconds=1), field)
-    return normalize_epoch_ms(value, field)
 
 
 class Retry(Exception):

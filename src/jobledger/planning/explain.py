@@ -16,15 +16,14 @@ from typing import Any, Final
 
 from .. import contract
 from ..errors import InvalidArgument, NotFound, SchedulerError
-from ..models import Occurrence
+from ..models import Occurrence, ScheduleState, SkippedSlots
+from ..schedules.describe import describe_interval
+from ..schedules.json_format import is_schedule_json
+from ..schedules.policy import MisfirePolicy
+from ..schedules.triggers import Cron, Once, Trigger, parse_schedule, schedule_json, trigger_key
+from ..schedules.zones import load_zone
 from ..store.base import Store
-from ..store.operations.schedules import ScheduleState, SkippedSlots
-from .describe import describe_interval
-from .json_format import is_schedule_json
 from .planner import COUNT_CAP
-from .policy import MisfirePolicy
-from .triggers import Cron, Once, Trigger, parse_schedule, schedule_json, trigger_key
-from .zones import load_zone
 
 __all__ = ["MAX_EXPLAIN_COUNT", "Explanation", "explain"]
 

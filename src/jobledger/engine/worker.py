@@ -4,13 +4,14 @@ settling by group commit, planning schedules, shutting down gracefully.
 * **Slots** — ``concurrency`` threads each run one attempt at a time. Sync handlers run on their
   slot's thread; ``async def`` handlers run on the runtime's event loop while the slot waits.
 * **Claims** — a feeder keeps ``concurrency + prefetch`` occurrences claimed, refilling in one
-  ``claim_batch`` transaction whatever the slots consumed (:class:`~jobledger.batching.ClaimAhead`).
+  ``claim_batch`` transaction whatever the slots consumed
+  (:class:`~jobledger.engine.batching.ClaimAhead`).
   It claims only the kinds this worker has handlers for (or ``kinds``), so during a rolling deploy
   an occurrence of a new kind waits for a worker that knows it.
 * **Settles** — a slot hands its settlement to the settler and takes the next occurrence at once;
   the settler commits everything handed over since its last commit in one transaction
-  (:class:`~jobledger.batching.Settler`). Every held lease — running, buffered or settling — is
-  renewed together on one heartbeat (:class:`~jobledger.keeper.LeaseKeeper`).
+  (:class:`~jobledger.engine.batching.Settler`). Every held lease — running, buffered or settling —
+  is renewed together on one heartbeat (:class:`~jobledger.engine.keeper.LeaseKeeper`).
 * **Schedules** — with ``planner=True`` (the default) a planner thread runs
   :meth:`jobledger.Planner.tick` whenever a slot falls due (and at least every
   ``plan_interval``), so one command runs schedules and handlers; any number of workers may plan
@@ -42,16 +43,17 @@ from dataclasses import dataclass, field
 from types import FrameType, ModuleType
 from typing import Any
 
+from ..contract import is_safe_int
+from ..durations import ms_from_timedelta
+from ..errors import InvalidArgument, SchedulerError
+from ..models import Occurrence, RunResult, Settlement
+from ..store.base import OwnerLockHandle
+from ..version import __version__
 from .attempt import SHUTDOWN_REASON
 from .batching import ClaimAhead, Settler
-from .contract import is_safe_int
-from .durations import ms_from_timedelta
-from .errors import InvalidArgument, SchedulerError
-from .models import Occurrence, Settlement
 from .observe import attempt_fields, notify
 from .options import PREFETCH_WINDOW, WorkerOptions
-from .runtime import RunResult, Runtime
-from .store.base import OwnerLockHandle
+from .runtime import Runtime
 
 __all__ = ["Worker", "WorkerSummary", "metrics_module"]
 
@@ -406,7 +408,7 @@ class Worker:
     # -- planning and housekeeping ----------------------------------------------------------
 
     def _plan_loop(self, stop: threading.Event) -> None:
-        from .schedules.planner import Planner
+        from ..planning.planner import Planner
 
         planner = Planner(self.runtime.store)
         longest = ms_from_timedelta(self.options.plan_interval, "plan_interval") / 1000
@@ -528,7 +530,7 @@ class Worker:
             "prefetch": options.effective_prefetch,
             "planner": options.planner,
             "liveness": "none" if self._owner_lock is None else self._owner_lock.kind,
-            "version": _version(),
+            "version": __version__,
         }
         try:
             self.runtime.store.register_worker(
@@ -609,7 +611,7 @@ def metrics_module() -> ModuleType:
     """:mod:`jobledger.metrics`, or a coded error when its extra is not installed (for
     ``metrics_port``)."""
     try:
-        from . import metrics
+        from .. import metrics
     except ImportError as exc:
         raise InvalidArgument(
             "metrics_port needs prometheus-client: pip install 'jobledger[metrics]'",
@@ -617,8 +619,3 @@ def metrics_module() -> ModuleType:
         ) from exc
     return metrics
 
-
-def _version() -> str:
-    from . import __version__  # at call time: this module is imported by the package
-
-    return __version__

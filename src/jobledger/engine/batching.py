@@ -28,11 +28,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .contract import MAX_BATCH_SIZE
-from .errors import LeaseLost, SchedulerError
-from .models import Occurrence, Settlement
-from .store import inputs
-from .store.base import Store
+from ..contract import MAX_BATCH_SIZE
+from ..errors import LeaseLost, SchedulerError
+from ..models import Occurrence, Settlement
+from ..store import inputs
+from ..store.base import Store
 
 __all__ = ["ClaimAhead", "Claimed", "Settler", "committed_settlement"]
 

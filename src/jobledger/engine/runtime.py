@@ -1,9 +1,10 @@
-"""The runtime façade: claim occurrences and run each as an :class:`~jobledger.attempt.Attempt`.
+"""The runtime façade: claim occurrences and run each as an
+:class:`~jobledger.engine.attempt.Attempt`.
 
 :class:`Runtime` holds the configuration (store, handlers with their retry policy and time
 limit per kind, authorizer, lease timing) and the parts every attempt shares: one
-:class:`~jobledger.keeper.LeaseKeeper` (one heartbeat renewing every held lease in one
-transaction), one :class:`~jobledger.watchdog.Watchdog` (time limits) and one event loop for
+:class:`~jobledger.engine.keeper.LeaseKeeper` (one heartbeat renewing every held lease in one
+transaction), one :class:`~jobledger.engine.watchdog.Watchdog` (time limits) and one event loop for
 ``async def`` handlers. Its entry points run one occurrence at a time in the calling thread —
 :meth:`~Runtime.run_next`, :meth:`~Runtime.run_occurrence`, :meth:`~Runtime.run_until_idle`,
 :meth:`~Runtime.run_claimed` — committing each settlement at once; a
@@ -25,20 +26,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, RunResult, RunStatus
-from .clock import Clock
-from .contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
-from .durations import ms_from_timedelta
-from .errors import InvalidArgument, NotFound, RuntimeRejection
+from ..clock import Clock
+from ..contract import MAX_LEASE_MS, is_safe_int, normalize_identifier
+from ..durations import ms_from_timedelta
+from ..errors import InvalidArgument, NotFound, RuntimeRejection
+from ..models import Occurrence, RunResult, RunStatus, Settlement
+from ..store.base import Store
+from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper
 from .loop import EventLoopThread
-from .models import Occurrence, Settlement
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .options import DEFAULT_LEASE_MS, MIN_LEASE_MS, default_renew_interval_ms
 from .retry import DEFAULT_BACKOFF, BackoffPolicy
-from .store.base import Store
 from .watchdog import Watchdog
 
 __all__ = ["RunResult", "RunStatus", "Runtime", "RuntimeRunSummary"]
@@ -187,7 +188,7 @@ class Runtime:
         self._watchdog = watchdog
         self._owns_watchdog = watchdog is None
         if observer is not None and not isinstance(observer, Observer):
-            raise InvalidArgument("observer must be a jobledger.observe.Observer")
+            raise InvalidArgument("observer must be a jobledger.engine.observe.Observer")
         self.observer: Observer = observer or NO_OBSERVER
         self.keeper = LeaseKeeper(
             store, owner_id=self.owner_id, lease_ms=lease_ms, interval_ms=interval, driver=driver

@@ -8,7 +8,7 @@ held, and one timer thread per runtime instead of one per attempt. A lease the s
 (another owner took it, or it expired) is reported to its holder, which cancels its handler.
 
 The heartbeat runs only while something is tracked (or while a worker holds it open), driven by
-a :class:`~jobledger.heartbeat.HeartbeatDriver`: a thread in production, ``ManualHeartbeat``
+a :class:`~jobledger.engine.heartbeat.HeartbeatDriver`: a thread in production, ``ManualHeartbeat``
 in tests.
 """
 
@@ -18,11 +18,11 @@ import logging
 import threading
 from typing import Protocol
 
-from .contract import MAX_BATCH_SIZE
-from .errors import LeaseLost, SchedulerError
+from ..contract import MAX_BATCH_SIZE
+from ..errors import LeaseLost, SchedulerError
+from ..models import Occurrence, Renewal
+from ..store.base import Store
 from .heartbeat import Heartbeat, HeartbeatDriver
-from .models import Occurrence, Renewal
-from .store.base import Store
 
 __all__ = ["LeaseHolder", "LeaseKeeper"]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from .contract import is_safe_int
-from .durations import choose_ms, ms_from_timedelta
-from .errors import InvalidArgument
+from ..contract import is_safe_int
+from ..durations import choose_ms, ms_from_timedelta
+from ..errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_BACKOFF",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
-from .contract import (
+from ..contract import (
     TERMINAL_STATUSES,
     canonical_json,
     normalize_authority,
@@ -20,6 +21,7 @@ from .contract import (
 
 __all__ = [
     "UNSET",
+    "WORKER_STALE_AFTER",
     "AuditRecord",
     "DueItem",
     "EnqueueRequest",
@@ -283,6 +285,11 @@ class ThroughputBucket:
     succeeded: int
     retried: int
     dead_lettered: int
+
+
+# A worker not seen for this long counts as stale on the dashboard and in metrics (six of its
+# default heartbeats).
+WORKER_STALE_AFTER = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)

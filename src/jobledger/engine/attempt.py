@@ -43,52 +43,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .clock import Clock
-from .contract import normalize_json
-from .errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
+from ..clock import Clock
+from ..contract import normalize_json
+from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
+from ..models import Occurrence, RunResult, Settlement
+from ..store.base import Store
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
 from .loop import EventLoopThread
-from .models import Occurrence, Settlement
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, sanitize_error
 from .retry import BackoffPolicy
-from .store.base import Store
 
-__all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptSettings", "RunResult", "RunStatus"]
+__all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptSettings"]
 
 logger = logging.getLogger("jobledger.runtime")
-
-RunStatus = Literal[
-    "succeeded", "retry_wait", "dead_letter", "cancelled", "idle", "busy", "aborted"
-]
 
 SHUTDOWN_REASON = "worker_shutdown"
 # What an authorizer sees as its cancel event when the caller gave none: nobody ever sets it
 # (one shared event instead of a new one per attempt).
 _NOT_CANCELLED = threading.Event()
 TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What one run produced.
-
-    ``status`` is the settled occurrence's status (``succeeded``, ``retry_wait``,
-    ``dead_letter``) or ``idle`` (nothing to claim), ``busy`` (a targeted occurrence is leased
-    elsewhere or not due), ``aborted`` (nothing settled: cancelled before claiming, lease lost,
-    or released at shutdown — see ``lease_lost`` / ``released``). ``already_settled`` marks a
-    targeted run of an occurrence that was already terminal. ``timed_out`` marks an attempt
-    failed by its kind's time limit.
-    """
-
-    status: RunStatus
-    occurrence: Occurrence | None = None
-    result: Any = None
-    error: Any = None
-    already_settled: bool = False
-    lease_lost: bool = False
-    released: bool = False
-    timed_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
