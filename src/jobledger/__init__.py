@@ -43,6 +43,7 @@ from .errors import (
     SchemaUnknown,
     StorageUnavailable,
     StoreClosed,
+    StoreMisconfigured,
     StoreNotFound,
     UnsafePath,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "StorageUnavailable",
     "Store",
     "StoreClosed",
+    "StoreMisconfigured",
     "StoreNotFound",
     "ThreadHeartbeat",
     "ThroughputBucket",

@@ -29,6 +29,7 @@ transaction that is rolled back on error.
     │   └── MigrationRequired           SCHEDULER_MIGRATION_REQUIRED
     ├── DataCorrupt                     SCHEDULER_DATA_CORRUPT
     ├── StorageUnavailable              SCHEDULER_STORAGE_UNAVAILABLE (details.commitState)
+    ├── StoreMisconfigured              SCHEDULER_STORE_MISCONFIGURED (details.problem)
     └── RuntimeRejection                SCHEDULER_RUNTIME_* (runtime configuration and execution)
 """
 
@@ -55,6 +56,7 @@ __all__ = [
     "SchemaUnknown",
     "StorageUnavailable",
     "StoreClosed",
+    "StoreMisconfigured",
     "StoreNotFound",
     "UnsafePath",
     "error_for_code",
@@ -194,6 +196,19 @@ class StorageUnavailable(SchedulerError):
         )
 
 
+class StoreMisconfigured(SchedulerError):
+    """The store cannot be reached as configured, and waiting will not change that: no such
+    database or role, authentication failed, nothing listening at that host and port, an
+    unknown host, SSL required but not offered. ``details["problem"]`` says which
+    (``no_such_database``, ``no_such_role``, ``authentication_failed``, ``server_not_listening``,
+    ``unknown_host``, ``ssl_not_supported``); the message says what to fix. Unlike
+    :class:`StorageUnavailable`, repeating the call will not help. No password is ever part of
+    the message or the details.
+    """
+
+    default_code = "SCHEDULER_STORE_MISCONFIGURED"
+
+
 class RuntimeRejection(SchedulerError):
     """A runtime configuration or execution rejection (``SCHEDULER_RUNTIME_*``)."""
 
@@ -220,6 +235,7 @@ _BY_CODE: dict[str, type[SchedulerError]] = {
         MigrationRequired,
         DataCorrupt,
         StorageUnavailable,
+        StoreMisconfigured,
     )
 }
 

@@ -4,13 +4,23 @@ every other command leaves a missing path missing and an old schema unmigrated."
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 import jobledger
 from jobledger.store.migrations import LATEST_VERSION
+from jobledger.store.postgres.connection import redact_url
 from jobledger.testing import FakeClock
 from tests.cli.conftest import AUTHORITY, Cli, TtyInput
 from tests.sqlite.handmade import listing, make_v2, tamper
@@ -176,6 +186,42 @@ def test_verify_passes_and_fails(tmp_path, clean_env):
     failed.assert_one_line_error("SCHEDULER_VERIFY_FAILED", 1)
 
 
+# -- unsafe paths: refused, with nothing changed --------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("db", "info"), ("db", "migrate"), ("db", "init")])
+def test_a_file_in_a_shared_directory_is_refused_with_a_hint(command, tmp_path, clean_env):
+    """`mkdir -m 1777 shared && echo hi > shared/notes.txt && jobledger --db shared/notes.txt
+    db info` used to leave shared/ 0700 and notes.txt 0600 (then fail SCHEMA_CORRUPT)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    notes = shared / "notes.txt"
+    notes.write_text("hi\n")
+    notes.chmod(0o644)
+    shared.chmod(0o1777)
+    result = Cli(str(notes), clean_env)(*command)
+    assert result.code == 5, result.err
+    assert len(result.error_lines) == 1, result.err
+    assert result.error_lines[0].startswith("error: SCHEDULER_UNSAFE_PATH: "), result.err
+    assert "hint: others can create or replace files next to the database" in result.err
+    assert (shared.stat().st_mode & 0o7777, notes.stat().st_mode & 0o7777) == (0o1777, 0o644)
+    assert notes.read_text() == "hi\n"
+    assert [p.name for p in shared.iterdir()] == ["notes.txt"]
+
+
+def test_a_new_store_directly_in_a_sticky_directory_is_refused(tmp_path, clean_env):
+    drop_box = tmp_path / "drop"
+    drop_box.mkdir()
+    drop_box.chmod(0o1777)
+    result = Cli(str(drop_box / "jobs.sqlite3"), clean_env)("db", "init")
+    result.assert_one_line_error("SCHEDULER_UNSAFE_PATH", 5)
+    assert "private directory of its own" in result.err
+    assert list(drop_box.iterdir()) == []
+    made = Cli(str(drop_box / "jobledger" / "jobs.sqlite3"), clean_env).json("db", "init")
+    assert made["created"] is True
+    assert (drop_box / "jobledger").stat().st_mode & 0o7777 == 0o700
+
+
 # -- read commands never create or upgrade ----------------------------------------------------
 
 
@@ -201,15 +247,15 @@ def test_an_old_schema_stays_unmigrated(argv, tmp_path, clean_env):
     assert listing(target.parent) == files  # no backup, no sidecar left behind
 
 
-def _pg_v2_schema(url: str, schema: str) -> None:
-    """A v2 schema made by hand from the DDL files (as jobledger 0.x left it)."""
+def _pg_old_schema(url: str, schema: str, version: int) -> None:
+    """A schema at ``version`` made by hand from the DDL files (as an older jobledger left it)."""
     from jobledger.store.postgres import schema as pg_schema
 
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f"CREATE SCHEMA {schema}")
         with admin.transaction():
             admin.execute(f"SET LOCAL search_path TO {schema}")
-            for migration in pg_schema.MIGRATIONS[:2]:
+            for migration in pg_schema.MIGRATIONS[:version]:
                 admin.execute(migration.ddl)
                 admin.execute(
                     "INSERT INTO migrations VALUES (%s, %s, %s, %s)",
@@ -230,7 +276,7 @@ def _pg_snapshot(url: str, schema: str) -> tuple[str, list[dict[str, object]]]:
 
 @pytest.mark.postgres
 def test_an_old_postgres_schema_stays_unmigrated(postgres_database_url, clean_env):
-    _pg_v2_schema(postgres_database_url, "ops_v2")
+    _pg_old_schema(postgres_database_url, "ops_v2", 2)
     before = _pg_snapshot(postgres_database_url, "ops_v2")
     cli = Cli(postgres_database_url, clean_env)
     for argv in (("job", "list"), ("stats",), ("history",), ("enqueue", "j"), ("db", "info")):
@@ -243,6 +289,39 @@ def test_an_old_postgres_schema_stays_unmigrated(postgres_database_url, clean_en
     assert cli.json("--pg-schema", "ops_v2", "job", "list")["jobs"] == []
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("wrong", ["database", "role", "port"])
+def test_a_wrong_postgres_url_is_a_misconfiguration_not_an_outage(wrong, clean_env):
+    """A missing database or role, or a closed port, used to print STORAGE_UNAVAILABLE with
+    the hint to repeat the command when the store is reachable."""
+    from tests.store.pg_support import ADMIN_URL
+
+    scheme, _, rest = ADMIN_URL.partition("://")
+    user, _, location = rest.partition("@")
+    host_port, _, database = location.partition("/")
+    host, _, port = host_port.rpartition(":")
+    if wrong == "database":
+        database = "jobledger_no_such_db"
+    elif wrong == "role":
+        user = "jobledger_no_such_role"
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
+    url = f"{scheme}://{user}:pw-s3cret@{host}:{port}/{database}?password=pw-s3cret"
+    result = Cli(url, clean_env)("db", "info")
+    result.assert_one_line_error("SCHEDULER_STORE_MISCONFIGURED", 5)
+    assert "hint: repeating the command will not help" in result.err
+    assert "when the store is reachable" not in result.err
+    assert "s3cret" not in result.err + result.out
+    expected = {
+        "database": 'has no database "jobledger_no_such_db"',
+        "role": 'has no role "jobledger_no_such_role"',
+        "port": f"Nothing accepts PostgreSQL connections at {host}:{port}",
+    }[wrong]
+    assert expected in result.err
+
+
 def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):
     cli = Cli(None, clean_env)
     missing = cli("job", "list")
@@ -253,6 +332,37 @@ def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):
     assert cli.json("db", "init")["target"] == str(expected)
     assert expected.exists()
     assert cli.json("job", "list") == {"jobs": [], "nextAfter": None}
+
+
+@pytest.mark.parametrize("source", ["--db", "$JOBLEDGER_DB", "default"])
+def test_a_missing_store_names_its_path_and_where_it_came_from(source, tmp_path, clean_env):
+    """`SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at this path` named no path —
+    worst for the default store, whose path the user never typed."""
+    from jobledger.cli.context import Context
+
+    if source == "default":
+        path = Path(clean_env["XDG_DATA_HOME"]) / "jobledger" / "jobledger.sqlite3"
+        env, db = clean_env, None
+    else:
+        path = tmp_path / "typo" / "jobs.sqlite3"
+        env = {**clean_env, "JOBLEDGER_DB": str(path)} if source == "$JOBLEDGER_DB" else clean_env
+        db = str(path) if source == "--db" else None
+    result = Cli(db, env)("job", "list")
+    result.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
+    where = {
+        "--db": "the path given by --db",
+        "$JOBLEDGER_DB": "the path in $JOBLEDGER_DB",
+        "default": "the default store",
+    }[source]
+    assert result.error_lines == [
+        f"error: SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at {path} ({where})"
+    ]
+    if source != "default":
+        assert f"hint: check the path ({source})" in result.err
+    assert not path.parent.exists()
+    with pytest.raises(jobledger.StoreNotFound) as missing:
+        Context(target=str(path), target_source=source).open_store()
+    assert missing.value.details == {"target": str(path), "targetSource": source}
 
 
 def test_jobledger_db_environment_variable_and_db_flag(tmp_path, clean_env):
@@ -331,3 +441,200 @@ def test_prune_keeps_recent_and_filters_by_status(cli, db):
     assert only_dead["occurrences"] == 0 and only_dead["byStatus"] == {"dead_letter": 0}
     bad = cli("db", "prune", "--older-than", "1d", "--status", "queued", "--yes")
     bad.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+# -- concurrent `db migrate`: each process reports what it did -----------------------------------
+
+FIXTURES = Path("/work/shared/fixtures/reference-v1")
+ROOT = Path(__file__).resolve().parents[2]
+# A plain application open racing the commands: prints what its open did to the schema.
+OPENER = """
+import json, sys
+import jobledger
+store = jobledger.open_store(sys.argv[1], **json.loads(sys.argv[2]))
+outcome = getattr(store, "schema_outcome", None)
+print(json.dumps({"upgradedFrom": getattr(outcome, "upgraded_from", None),
+                  "backup": None if getattr(outcome, "backup", None) is None
+                  else str(outcome.backup)}))
+store.close()
+"""
+
+
+def _start(argv: list[str], tmp_path: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
+    with (tmp_path / f"{name}.out").open("w") as out, (tmp_path / f"{name}.err").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, *argv], cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **env}
+        )
+
+
+def _stop_leftovers(processes: dict[str, subprocess.Popen]) -> None:
+    """After a failed wait: end the racers this test started, so none outlives it."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def _wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _finish(processes: dict[str, subprocess.Popen], tmp_path: Path) -> dict[str, tuple[str, str]]:
+    outputs = {}
+    for name, process in processes.items():
+        assert process.wait(timeout=120) == 0, (tmp_path / f"{name}.err").read_text()
+        outputs[name] = (
+            (tmp_path / f"{name}.out").read_text(),
+            (tmp_path / f"{name}.err").read_text(),
+        )
+    return outputs
+
+
+def _check_reports(outputs: dict[str, tuple[str, str]], target: str) -> str:
+    """Exactly one process says it upgraded, and each command says what it did; returns the
+    upgrader's name."""
+    text = outputs["text-cli"][0]
+    document = json.loads(outputs["json-cli"][0])
+    claims = {
+        "text-cli": text.startswith(f"upgraded {target} from v1 to v{LATEST_VERSION}"),
+        "json-cli": document["upgraded"] is True,
+        "opener": json.loads(outputs["opener"][0])["upgradedFrom"] == 1,
+    }
+    upgraders = [name for name, claimed in claims.items() if claimed]
+    assert len(upgraders) == 1, (upgraders, outputs)
+    if not claims["text-cli"]:
+        assert text.strip() == (
+            f"{target} was already upgraded to v{LATEST_VERSION} by another process"
+        ), text
+    assert document["toVersion"] == LATEST_VERSION
+    assert document["byAnotherProcess"] is not claims["json-cli"]
+    if claims["json-cli"]:
+        assert document["fromVersion"] == 1 and document["backup"] is not None
+    else:
+        assert document["backup"] is None
+    return upgraders[0]
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="reference fixtures not available")
+def test_concurrent_migrates_of_a_v1_file_each_report_what_they_did(tmp_path, clean_env):
+    """Two `db migrate` and one application open race on a v1 file. All three find v1 and take
+    a backup before any can upgrade (the test holds the write lock until the three backups
+    exist); one upgrades, the others find it done. Each command used to print "upgraded … from
+    v1 to v3", whoever did it, and the one that did print no backup line."""
+    directory = tmp_path / "db"
+    directory.mkdir(mode=0o700)
+    target = directory / "lifecycle.sqlite"
+    shutil.copyfile(FIXTURES / "lifecycle.sqlite", target)
+    target.chmod(0o600)
+    manifest = json.loads((FIXTURES / "lifecycle.manifest.json").read_text())
+    holder = sqlite3.connect(target, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    processes: dict[str, subprocess.Popen] = {}
+    try:
+        processes = {
+            "text-cli": _start(
+                ["-m", "jobledger", "--db", str(target), "db", "migrate"],
+                tmp_path,
+                "text-cli",
+                clean_env,
+            ),
+            "json-cli": _start(
+                ["-m", "jobledger", "--db", str(target), "--json", "db", "migrate"],
+                tmp_path,
+                "json-cli",
+                clean_env,
+            ),
+            "opener": _start(["-c", OPENER, str(target), "{}"], tmp_path, "opener", clean_env),
+        }
+        _wait_for(lambda: len(list(directory.glob("*.bak"))) == 3, "three backups")
+    except BaseException:
+        _stop_leftovers(processes)
+        raise
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    outputs = _finish(processes, tmp_path)
+    upgrader = _check_reports(outputs, str(target))
+    backups = sorted(directory.glob("*.bak"))
+    assert len(backups) == 1, backups  # the losers removed theirs
+    for name in ("text-cli", "json-cli"):
+        out = outputs[name][0]
+        if name == upgrader:
+            assert str(backups[0]) in out
+        else:
+            assert "backup" not in out.replace('"backup": null', "")
+    if upgrader == "opener":
+        assert json.loads(outputs["opener"][0])["backup"] == str(backups[0])
+    with jobledger.open_store(target, migrate=False) as store:
+        assert store.schema_info().schema_version == LATEST_VERSION
+        assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
+    conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+    try:
+        counts = {
+            table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("jobs", "occurrences", "events")
+        }
+    finally:
+        conn.close()
+    expected = manifest["counts"]
+    assert counts == {table: expected[table] for table in ("jobs", "occurrences", "events")}
+
+
+@pytest.mark.postgres
+def test_concurrent_migrates_of_a_v1_postgres_schema_each_report_what_they_did(
+    postgres_database_url, tmp_path, clean_env
+):
+    """The same race on PostgreSQL: the test holds the schema's advisory lock until all three
+    processes wait for it (so all three found v1); one upgrades, the others report it done."""
+    from jobledger.store.postgres import schema as pg_schema
+
+    _pg_old_schema(postgres_database_url, "racy", 1)
+    with psycopg.connect(postgres_database_url, autocommit=True) as admin:
+        admin.execute(
+            "INSERT INTO racy.jobs VALUES ('j', 'k', '{}', 'null', %s, 1, 1, 3, 5, 5)",
+            (jobledger.canonical_json(jobledger.normalize_authority(AUTHORITY)),),
+        )
+    pg = ["--db", postgres_database_url, "--pg-schema", "racy"]
+    processes: dict[str, subprocess.Popen] = {}
+    with psycopg.connect(postgres_database_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema._lock_key("racy"),))
+        processes = {
+            "text-cli": _start(
+                ["-m", "jobledger", *pg, "db", "migrate"], tmp_path, "text-cli", clean_env
+            ),
+            "json-cli": _start(
+                ["-m", "jobledger", *pg, "--json", "db", "migrate"], tmp_path, "json-cli", clean_env
+            ),
+            "opener": _start(
+                ["-c", OPENER, postgres_database_url, '{"schema": "racy", "listen": false}'],
+                tmp_path,
+                "opener",
+                clean_env,
+            ),
+        }
+
+        def waiting() -> int:
+            with psycopg.connect(postgres_database_url, autocommit=True) as probe:
+                row = probe.execute(
+                    "SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                    "WHERE l.locktype = 'advisory' AND NOT l.granted "
+                    "AND d.datname = current_database()"
+                ).fetchone()
+                return int(row[0]) if row else 0
+
+        try:
+            _wait_for(lambda: waiting() == 3, "three processes waiting for the upgrade lock")
+        except BaseException:
+            _stop_leftovers(processes)
+            raise
+        holder.rollback()
+    outputs = _finish(processes, tmp_path)
+    _check_reports(outputs, redact_url(postgres_database_url))
+    with psycopg.connect(postgres_database_url) as admin:
+        history = admin.execute("SELECT version FROM racy.migrations ORDER BY version").fetchall()
+        jobs = admin.execute("SELECT job_id FROM racy.jobs").fetchall()
+    assert [row[0] for row in history] == [1, 2, 3]
+    assert jobs == [("j",)]

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (errors.SchemaUnknown("x"), 5),
         (errors.SchemaCorrupt("x"), 5),
         (errors.StorageUnavailable("x"), 5),
+        (errors.StoreMisconfigured("x"), 5),
         (errors.StoreClosed("x"), 5),
         (errors.UnsafePath("x"), 5),
         (errors.DataCorrupt("x"), 5),

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import uuid
 
 import psycopg
 import pytest
 
-from jobledger.errors import StorageUnavailable
+import jobledger
+from jobledger.errors import StorageUnavailable, StoreMisconfigured
 from jobledger.store.postgres import connection as pg_connection
 from jobledger.store.postgres import store as pg_store
 from tests.store.helpers import raises_code
+from tests.store.pg_support import ADMIN_URL
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 
@@ -303,13 +307,142 @@ def test_an_exhausted_pool_times_out_as_storage_unavailable(open_pg):
     assert store.get_job("j") is not None
 
 
-def test_an_unreachable_server_is_storage_unavailable_at_open():
-    import jobledger
+# -- a misconfiguration is not an outage ---------------------------------------------------------
+#
+# Changed rule: a closed port at open used to be SCHEDULER_STORAGE_UNAVAILABLE ("repeat the
+# command when the store is reachable"), like a missing database, a missing role and refused
+# credentials. They are SCHEDULER_STORE_MISCONFIGURED now; STORAGE_UNAVAILABLE is kept for
+# outages that waiting can cure.
 
-    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as refused:
-        jobledger.open_store("postgresql://u:secret-pw@127.0.0.1:1/db", connect_timeout=1)
-    assert refused.value.details["phase"] == "open"
-    assert "secret-pw" not in str(refused.value)
+SECRET = "hunter2-secret"
+
+
+def _url_with_password(*, user: str = "postgres", port: int = 5432, database: str = "test") -> str:
+    base, _, _ = ADMIN_URL.partition("://")
+    host = ADMIN_URL.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
+    return f"{base}://{user}:{SECRET}@{host}:{port}/{database}?password={SECRET}"
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _refused(url: str, problem: str) -> jobledger.SchedulerError:
+    with raises_code("SCHEDULER_STORE_MISCONFIGURED") as refused:
+        jobledger.open_store(url, listen=False, connect_timeout=5)
+    error = refused.value
+    assert isinstance(error, StoreMisconfigured)
+    assert error.details is not None and error.details["problem"] == problem
+    assert error.details["retryable"] is False and error.details["phase"] == "open"
+    shown = f"{error} {error.details!r} {error.to_dict()!r}"
+    assert SECRET not in shown
+    assert error.details["target"] == pg_connection.redact_url(url)
+    assert isinstance(error.__cause__, psycopg.Error)
+    return error
+
+
+def test_a_missing_database_is_a_misconfiguration():
+    name = f"jobledger_missing_{uuid.uuid4().hex[:8]}"
+    error = _refused(_url_with_password(database=name), "no_such_database")
+    assert f'has no database "{name}"' in error.message
+    assert error.details["database"] == name
+
+
+def test_a_missing_role_is_a_misconfiguration():
+    role = f"jobledger_nobody_{uuid.uuid4().hex[:8]}"
+    error = _refused(_url_with_password(user=role), "no_such_role")
+    assert f'has no role "{role}"' in error.message
+    assert error.details["user"] == role
+
+
+def test_a_role_that_may_not_log_in_is_refused_credentials():
+    role = f"jobledger_nologin_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} NOLOGIN")
+        try:
+            error = _refused(_url_with_password(user=role), "authentication_failed")
+        finally:
+            admin.execute(f"DROP ROLE {role}")
+    assert f'refused to authenticate role "{role}"' in error.message
+
+
+def test_a_closed_port_is_a_misconfiguration():
+    port = _closed_port()
+    error = _refused(_url_with_password(port=port), "server_not_listening")
+    assert f":{port}" in error.message and "check the host and port" in error.message
+
+
+def test_an_unknown_host_is_a_misconfiguration():
+    url = f"postgresql://postgres:{SECRET}@jobledger-no-such-host.invalid:5432/test"
+    error = _refused(url, "unknown_host")
+    assert "jobledger-no-such-host.invalid" in error.message
+
+
+def test_a_server_that_does_not_answer_is_an_outage():
+    """A listener that never answers (a hung server, a dropped network): a timeout, which
+    waiting may cure — SCHEDULER_STORAGE_UNAVAILABLE, retryable."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        url = f"postgresql://postgres:{SECRET}@127.0.0.1:{port}/test"
+        with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as unavailable:
+            jobledger.open_store(url, listen=False, connect_timeout=1)
+    assert unavailable.value.details["phase"] == "open"
+    assert unavailable.value.details["retryable"] is True
+    assert SECRET not in str(unavailable.value)
+
+
+@pytest.mark.parametrize(
+    ("exc", "problem"),
+    [
+        (psycopg.errors.InvalidPassword("x"), "authentication_failed"),
+        (psycopg.errors.InvalidCatalogName("x"), "no_such_database"),
+        (psycopg.errors.InvalidAuthorizationSpecification("x"), "authentication_failed"),
+        (
+            psycopg.OperationalError(
+                'connection failed: connection to server at "db", port 5432 failed: FATAL:  '
+                'password authentication failed for user "app"'
+            ),
+            "authentication_failed",
+        ),
+        (
+            psycopg.OperationalError(
+                'connection failed: connection to server at "db", port 5432 failed: FATAL:  '
+                'no pg_hba.conf entry for host "10.0.0.5", user "app", database "jobs"'
+            ),
+            "authentication_failed",
+        ),
+        (
+            psycopg.OperationalError(
+                'connection failed: connection to server on socket "/run/postgresql/.s.PGSQL.5433"'
+                " failed: No such file or directory"
+            ),
+            "server_not_listening",
+        ),
+        (psycopg.OperationalError("connection failed: timeout expired"), None),
+        (
+            psycopg.OperationalError(
+                "connection failed: FATAL:  the database system is starting up"
+            ),
+            None,
+        ),
+        (psycopg.OperationalError("FATAL:  sorry, too many clients already"), None),
+        (psycopg.errors.AdminShutdown("x"), None),
+    ],
+)
+def test_what_counts_as_a_misconfiguration(exc, problem):
+    mapped = pg_connection.open_failure(exc, f"postgresql://app:{SECRET}@db/jobs")
+    assert mapped is not None
+    if problem is None:
+        assert mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE"
+    else:
+        assert mapped.code == "SCHEDULER_STORE_MISCONFIGURED"
+        assert mapped.details is not None and mapped.details["problem"] == problem
+        assert mapped.details["user"] == "app" and mapped.details["database"] == "jobs"
+    assert SECRET not in f"{mapped} {mapped.details!r}"
 
 
 def test_closed_store_refuses_calls(open_pg):

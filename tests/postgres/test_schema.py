@@ -493,6 +493,10 @@ def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_schema(
     monkeypatch.setattr(pg_schema.PostgresSchema, "read_history", read_then_lose_the_race)
     with jobledger.open_store(pg_url, schema="old", listen=False) as store:
         assert store.schema_info().schema_version == 3
+        # This open reports what it found (the old version) and that another did the work.
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.version, outcome.upgraded_from) == (version, 3, None)
+        assert outcome.by_another_process and not outcome.created
 
 
 def test_password_never_appears_in_target_repr_or_errors(pg_url, admin):

@@ -1,17 +1,22 @@
 """File modes and symlinks around a SQLite store.
 
-Every file jobledger makes next to a database is private whatever the umask: the directory
-0700, the database and its sidecars (``-wal``, ``-shm``, ``-writelock``) 0600, the upgrade
-backup 0600, the liveness directory ``-owners/`` 0700 and each lock file in it 0600. A symlink
-where the database, a directory on its path or a sidecar should be is refused before SQLite
-opens anything (``SCHEDULER_UNSAFE_PATH``), and files made later are opened with
-``O_NOFOLLOW``.
+Every file jobledger makes next to a database is private whatever the umask: a directory it
+makes 0700, the database and its sidecars (``-wal``, ``-shm``, ``-writelock``) 0600, the upgrade
+backup 0600, the liveness directory ``-owners/`` 0700 and each lock file in it 0600. Nothing is
+changed before the path is verified: a symlink where the database, a directory on its path or
+a sidecar should be, a special file (device, fifo), or a shared (world-writable or sticky)
+directory is refused before SQLite opens anything (``SCHEDULER_UNSAFE_PATH``) with every mode
+as it was; an existing directory's mode is never changed, and a file's is tightened to 0600
+only by a writing open of a database jobledger created or verified. Files made later are opened
+with ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,3 +162,96 @@ def test_a_symlinked_owners_directory_is_refused(tmp_path: Path) -> None:
             lock.close()
         assert list(elsewhere.iterdir()) == [], "a lock file was made in the symlink's target"
         assert lock is None, f"took a lock through the symlink ({lock_dir})"
+
+
+# -- refused ⇒ nothing changed, for every kind of path -------------------------------------------
+#
+# Generated: the parent directory's mode × what is at the path × a read-only or a writing open.
+# Whatever the outcome, the directory's mode never changes; a refused open changes nothing at
+# all (modes, sizes, contents, entries); a read-only open changes no mode; only a writing open of
+# a database jobledger created or verified makes the file 0600.
+
+PARENT_MODES = {"0777": 0o777, "1777": 0o1777, "0755": 0o755, "0700": 0o700}
+FILE_KINDS = ["missing", "empty", "text", "foreign-sqlite", "jobledger-0644", "fifo", "device"]
+
+
+def _make(kind: str, path: Path) -> None:
+    if kind == "missing":
+        return
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "text":
+        path.write_text("hi\n")
+    elif kind == "foreign-sqlite":
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+        conn.commit()
+        conn.close()
+    elif kind == "jobledger-0644":
+        with jobledger.open_store(path, clock=FakeClock()) as store:
+            store.create_job(id="j", kind="k", authority={"principal": {"type": "u", "id": "x"}})
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except OSError as exc:
+            pytest.skip(f"cannot make a device node here: {exc}")
+    os.chmod(path, 0o644)
+
+
+def _state(directory: Path) -> dict[str, tuple[int, int, str]]:
+    entries = {".": (os.lstat(directory).st_mode, 0, "")}
+    for entry in sorted(directory.iterdir()):
+        info = os.lstat(entry)
+        regular = stat.S_ISREG(info.st_mode)
+        digest = hashlib.sha256(entry.read_bytes()).hexdigest() if regular else ""
+        entries[entry.name] = (info.st_mode, info.st_size, digest)
+    return entries
+
+
+def _expected_refusal(parent_mode: int, kind: str, migrate: bool) -> str | None:
+    """The code an open must refuse with, or None when it must open."""
+    if parent_mode & (stat.S_IWOTH | stat.S_ISVTX) or kind in ("fifo", "device"):
+        return "SCHEDULER_UNSAFE_PATH"
+    return {
+        "missing": None if migrate else "SCHEDULER_STORE_NOT_FOUND",
+        "empty": None if migrate else "SCHEDULER_MIGRATION_REQUIRED",
+        "text": "SCHEDULER_SCHEMA_CORRUPT",
+        "foreign-sqlite": "SCHEDULER_SCHEMA_UNKNOWN",
+        "jobledger-0644": None,
+    }[kind]
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "write"])
+@pytest.mark.parametrize("kind", FILE_KINDS)
+@pytest.mark.parametrize("parent_mode", list(PARENT_MODES.values()), ids=list(PARENT_MODES))
+def test_refused_means_nothing_changed(
+    tmp_path: Path, parent_mode: int, kind: str, migrate: bool
+) -> None:
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    path = parent / "jobs.sqlite3"
+    _make(kind, path)
+    parent.chmod(parent_mode)
+    before = _state(parent)
+    code = _expected_refusal(parent_mode, kind, migrate)
+    if code is not None:
+        with pytest.raises(jobledger.SchedulerError) as refused:
+            jobledger.open_store(path, clock=FakeClock(), migrate=migrate)
+        assert refused.value.code == code
+        assert _state(parent) == before, f"refused with {code} but changed the directory"
+        if code == "SCHEDULER_UNSAFE_PATH" and parent_mode & 0o1002:
+            assert "private directory" in refused.value.message
+        return
+    jobledger.open_store(path, clock=FakeClock(), migrate=migrate).close()
+    assert mode(parent) == parent_mode
+    if migrate:
+        assert mode(path) == 0o600
+        for suffix in ("-wal", "-shm", "-journal"):
+            sidecar = Path(f"{path}{suffix}")
+            assert not sidecar.exists() or mode(sidecar) == 0o600, suffix
+    else:
+        assert mode(path) == 0o644

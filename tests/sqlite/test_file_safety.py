@@ -58,14 +58,152 @@ def test_new_directory_is_private_even_with_umask_0(tmp_path: Path, open_umask: 
     assert _mode(path.parent) == 0o700
 
 
-def test_existing_open_directory_is_made_private(tmp_path: Path) -> None:
-    directory = tmp_path / "shared"
+def test_an_existing_directory_keeps_its_mode(tmp_path: Path) -> None:
+    # Changed rule: an existing directory is never made private (it used to be chmod 0700, so a
+    # mistyped --db could lock others out of a shared directory); only directories jobledger
+    # makes are 0700.
+    directory = tmp_path / "team"
     directory.mkdir()
     directory.chmod(0o755)
-    assert _mode(directory) == 0o755
     store = _open(directory / "store.sqlite")
     store.close()
-    assert _mode(directory) == 0o700
+    assert _mode(directory) == 0o755
+    assert _mode(directory / "store.sqlite") == 0o600
+
+
+def test_only_the_directories_jobledger_makes_are_made_private(tmp_path: Path) -> None:
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    existing.chmod(0o755)
+    path = existing / "made" / "deeper" / "store.sqlite"
+    _open(path).close()
+    assert _mode(existing) == 0o755
+    assert _mode(existing / "made") == 0o700
+    assert _mode(existing / "made" / "deeper") == 0o700
+    assert _mode(path) == 0o600
+
+
+def _snapshot(directory: Path) -> dict[str, tuple[int, int, str]]:
+    """Mode, size and content of the directory and everything in it: what "unchanged" means."""
+    entries = {".": (os.lstat(directory).st_mode, 0, "")}
+    for entry in sorted(directory.iterdir()):
+        info = os.lstat(entry)
+        digest = sha256_file(entry) if stat.S_ISREG(info.st_mode) else ""
+        entries[entry.name] = (info.st_mode, info.st_size, digest)
+    return entries
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "migrating"])
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o1755], ids=["1777", "0777", "sticky-1755"])
+def test_a_file_in_a_shared_directory_is_refused_unchanged(
+    tmp_path: Path, migrate: bool, mode: int
+) -> None:
+    """`mkdir -m 1777 shared; jobledger --db shared/notes.txt db info` used to chmod the
+    directory 0700 and the file 0600 before refusing the file as SCHEDULER_SCHEMA_CORRUPT."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    notes = shared / "notes.txt"
+    notes.write_text("hi\n")
+    notes.chmod(0o644)
+    shared.chmod(mode)
+    before = _snapshot(shared)
+    with pytest.raises(SchedulerError) as refused:
+        _open(notes, migrate=migrate)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert refused.value.details is not None
+    assert refused.value.details["reason"] == "shared_directory"
+    assert _snapshot(shared) == before
+    assert _mode(shared) == mode and _mode(notes) == 0o644
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "migrating"])
+def test_a_new_database_directly_in_a_sticky_world_writable_directory_is_refused(
+    tmp_path: Path, migrate: bool
+) -> None:
+    drop_box = tmp_path / "drop"
+    drop_box.mkdir()
+    drop_box.chmod(0o1777)
+    with pytest.raises(SchedulerError) as refused:
+        _open(drop_box / "jobs.sqlite3", migrate=migrate)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert "private directory" in refused.value.message
+    assert list(drop_box.iterdir()) == []
+    assert _mode(drop_box) == 0o1777
+    # The way out the message names: a private directory of its own inside the shared one.
+    _open(drop_box / "mine" / "jobs.sqlite3").close()
+    assert _mode(drop_box / "mine") == 0o700
+    assert _mode(drop_box) == 0o1777
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "migrating"])
+def test_a_fifo_is_refused_without_being_opened_or_changed(tmp_path: Path, migrate: bool) -> None:
+    """Like `--db /dev/null` (which, as root, used to make /dev 0700): a special file is
+    refused before anything is opened — opening a fifo would even block."""
+    directory = tmp_path / "dev"
+    directory.mkdir()
+    directory.chmod(0o755)
+    fifo = directory / "null"
+    os.mkfifo(fifo, 0o666)
+    fifo.chmod(0o666)
+    before = _snapshot(directory)
+    with pytest.raises(SchedulerError) as refused:
+        _open(fifo, migrate=migrate)
+    assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+    assert _snapshot(directory) == before
+
+
+def test_a_device_file_is_refused_without_being_changed(tmp_path: Path) -> None:
+    directory = tmp_path / "dev"
+    directory.mkdir()
+    directory.chmod(0o755)
+    device = directory / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # what /dev/null is
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    device.chmod(0o666)
+    before = _snapshot(directory)
+    for migrate in (False, True):
+        with pytest.raises(SchedulerError) as refused:
+            _open(device, migrate=migrate)
+        assert refused.value.code == "SCHEDULER_UNSAFE_PATH"
+        assert _snapshot(directory) == before
+
+
+def test_a_read_only_open_of_a_database_with_loose_modes_changes_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "team"
+    path = directory / "store.sqlite"
+    with _open(path) as store:
+        _write_something(store)
+    directory.chmod(0o755)
+    path.chmod(0o644)
+    store = _open(path, migrate=False)
+    try:
+        assert store.get_job("job-a") is not None
+        assert _mode(path) == 0o644
+    finally:
+        store.close()
+    assert _mode(directory) == 0o755
+    assert _mode(path) == 0o644
+    # A writing open of the same, verified database makes the file private (not the directory).
+    _open(path).close()
+    assert _mode(path) == 0o600
+    assert _mode(directory) == 0o755
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "migrating"])
+def test_a_file_that_is_not_a_database_is_refused_unchanged(tmp_path: Path, migrate: bool) -> None:
+    directory = tmp_path / "docs"
+    directory.mkdir()
+    directory.chmod(0o755)
+    notes = directory / "notes.txt"
+    notes.write_text("hi\n")
+    notes.chmod(0o644)
+    before = _snapshot(directory)
+    with pytest.raises(SchedulerError) as refused:
+        _open(notes, migrate=migrate)
+    assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
+    assert _snapshot(directory) == before
 
 
 def test_database_and_sidecars_are_0600_with_umask_0(tmp_path: Path, open_umask: None) -> None:
@@ -95,6 +233,8 @@ def _write_something_else(store: SQLiteStore) -> None:
 
 
 def test_too_open_existing_files_are_repaired_to_0600(tmp_path: Path) -> None:
+    """A writing open of a database verified as jobledger's own makes it and its sidecars
+    0600 (a read-only open changes nothing: see above)."""
     path = tmp_path / "db" / "store.sqlite"
     _open(path).close()
     path.chmod(0o644)
@@ -231,3 +371,27 @@ def test_sqlite_url_memory() -> None:
         _write_something(store)
     finally:
         store.close()
+
+
+def test_a_sidecar_its_owner_cannot_read_is_still_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root reads anything, so an owner's unreadable file (mode 0222) is simulated: opening it
+    to change its mode is refused, and its mode is changed by name instead."""
+    from jobledger.store.sqlite import connection
+
+    path = tmp_path / "db" / "store.sqlite"
+    _open(path).close()
+    journal = Path(f"{path}-journal")
+    journal.write_bytes(b"")
+    journal.chmod(0o222)
+    real_open = connection._open_no_follow
+
+    def unreadable(candidate: Path) -> int | None:
+        if candidate == journal:
+            raise PermissionError(13, "Permission denied", str(candidate))
+        return real_open(candidate)
+
+    monkeypatch.setattr(connection, "_open_no_follow", unreadable)
+    _open(path).close()
+    assert _mode(journal) == 0o600

@@ -341,6 +341,8 @@ def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_file(
             raced.append(None)
             other = open_at(path)  # its own reads of the history go straight through
             raced[0] = other.backup_path
+            assert other.schema_outcome.upgraded_from == version
+            assert not other.schema_outcome.by_another_process
             other.close()
         return history
 
@@ -350,5 +352,29 @@ def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_file(
         assert store.schema_info().schema_version == 3
         assert raced[0] is not None  # the other opener upgraded and kept its backup
         assert store.backup_path is None
+        # This open reports what it did (nothing) and what it found (the old version).
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.version) == (version, 3)
+        assert (outcome.created, outcome.upgraded_from, outcome.backup) == (False, None, None)
+        assert outcome.by_another_process
     finally:
         store.close()
+
+
+def test_the_outcome_says_what_this_open_did(tmp_path: Path) -> None:
+    fresh = tmp_path / "db" / "fresh.sqlite"
+    with open_at(fresh) as store:
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.version, outcome.created) == (0, 3, True)
+        assert not outcome.by_another_process
+    with open_at(fresh) as store:
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.created, outcome.upgraded_from) == (3, False, None)
+        assert not outcome.by_another_process
+    old = tmp_path / "db" / "v1.sqlite"
+    make_v1(old)
+    with open_at(old) as store:
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.upgraded_from) == (1, 1)
+        assert outcome.backup == store.backup_path is not None
+        assert not outcome.by_another_process

@@ -26,9 +26,12 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+
+from jobledger.store.postgres.connection import redact_url
 
 ADMIN_URL = os.environ.get("JOBLEDGER_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
 CLONES_AHEAD = 3
@@ -41,10 +44,49 @@ def database_url(name: str) -> str:
     return f"{base}/{name}"
 
 
-def _admin_execute(statement: str) -> None:
+CONNECT_ATTEMPTS = 5
+
+
+def connect_with_retry(
+    url: str,
+    *,
+    attempts: int | None = None,
+    connect: Callable[..., Any] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    **options: Any,
+) -> Any:
+    """``psycopg.connect(url, **options)``, tried ``attempts`` times: a server busy with many
+    test processes (CREATE/DROP DATABASE from the clone threads, ``-n 2``) now and then refuses
+    one connection, and one refusal must not fail a whole session's setup."""
     import psycopg
 
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+    connect = connect or psycopg.connect
+    attempts = attempts or CONNECT_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            return connect(url, **options)
+        except psycopg.OperationalError:
+            if attempt == attempts:
+                raise
+            sleep(0.1 * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def postgres_unreachable() -> str | None:
+    """Why the test server cannot be used (one line), or ``None`` when it answers."""
+    import psycopg
+
+    try:
+        with connect_with_retry(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return f"PostgreSQL at {redact_url(ADMIN_URL)} is not reachable: {reason}"
+    return None
+
+
+def _admin_execute(statement: str) -> None:
+    with connect_with_retry(ADMIN_URL, autocommit=True) as conn:
         conn.execute(statement)
 
 
@@ -87,9 +129,7 @@ def orphaned(name: str) -> bool:
 
 def sweep_orphaned_databases() -> list[str]:
     """Drop the test databases an earlier, killed run left behind; return their names."""
-    import psycopg
-
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+    with connect_with_retry(ADMIN_URL, autocommit=True) as conn:
         names = [
             str(row[0])
             for row in conn.execute(

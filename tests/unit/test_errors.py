@@ -27,6 +27,7 @@ from jobledger.errors import (
     SchemaUnknown,
     StorageUnavailable,
     StoreClosed,
+    StoreMisconfigured,
     StoreNotFound,
     UnsafePath,
     error_for_code,
@@ -52,6 +53,7 @@ TREE = [
     (MigrationRequired, "SCHEDULER_MIGRATION_REQUIRED", SchemaError),
     (DataCorrupt, "SCHEDULER_DATA_CORRUPT", SchedulerError),
     (StorageUnavailable, "SCHEDULER_STORAGE_UNAVAILABLE", SchedulerError),
+    (StoreMisconfigured, "SCHEDULER_STORE_MISCONFIGURED", SchedulerError),
     (RuntimeRejection, "SCHEDULER_RUNTIME_ERROR", SchedulerError),
 ]
 ids = [cls.__name__ for cls, _, _ in TREE]

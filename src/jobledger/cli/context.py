@@ -19,14 +19,21 @@ from datetime import UTC, tzinfo
 from typing import Any, TextIO
 
 from ..contract import normalize_identifier
-from ..errors import InvalidArgument, SchedulerError
+from ..errors import InvalidArgument, SchedulerError, StoreNotFound
 from ..store import Store, open_store
+from ..store.paths import DB_ENV
 from .errors import ABORTED, CONFIRMATION_REQUIRED
 from .timefmt import format_age, format_instant
 
 __all__ = ["Context", "default_actor", "is_postgres"]
 
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+# Where the store's location came from (Context.target_source), as errors say it.
+_SOURCES = {
+    "--db": "the path given by --db",
+    f"${DB_ENV}": f"the path in ${DB_ENV}",
+    "default": "the default store",
+}
 
 
 def is_postgres(target: str) -> bool:
@@ -72,9 +79,23 @@ class Context:
 
     def open_store(self, *, migrate: bool = False) -> Store:
         """Open the store; ``migrate=False`` (every read and operator command) neither creates
-        nor upgrades it: a missing file is ``SCHEDULER_STORE_NOT_FOUND``, an old schema
-        ``SCHEDULER_MIGRATION_REQUIRED``."""
-        return open_store(self.target, migrate=migrate, **self.store_options())
+        nor upgrades it: a missing file is ``SCHEDULER_STORE_NOT_FOUND`` (naming the path and
+        where it came from), an old schema ``SCHEDULER_MIGRATION_REQUIRED``."""
+        try:
+            return open_store(self.target, migrate=migrate, **self.store_options())
+        except StoreNotFound as exc:
+            raise self._not_found(exc) from exc
+
+    def _not_found(self, exc: StoreNotFound) -> StoreNotFound:
+        """The library's error, saying which path was looked at and who chose it — above all
+        for the default store, which the user never typed."""
+        details = dict(exc.details or {})
+        path = details.get("target") or self.target
+        where = _SOURCES.get(self.target_source, self.target_source)
+        return StoreNotFound(
+            f"No scheduler database exists at {path} ({where})",
+            details={**details, "target": path, "targetSource": self.target_source},
+        )
 
     def store_options(self) -> dict[str, Any]:
         """``open_store`` options for the target (PostgreSQL: no LISTEN thread, ``--pg-schema``)."""

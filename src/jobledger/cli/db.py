@@ -15,7 +15,7 @@ from ..contract import PRUNABLE_STATUSES
 from ..errors import MigrationRequired, SchedulerError, StoreNotFound
 from ..models import SchemaInfo
 from ..store import Store
-from ..store.migrations import LATEST_VERSION
+from ..store.migrations import LATEST_VERSION, SchemaOutcome
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json
@@ -169,8 +169,10 @@ def run_init(ctx: Context, args: argparse.Namespace) -> int:
             f"stores — upgrade it to v{LATEST_VERSION} with `jobledger db migrate`",
             details={"schemaVersion": version, "requiredVersion": LATEST_VERSION},
         )
-    created = state != "current"
-    with ctx.open_store(migrate=created) as store:
+    with ctx.open_store(migrate=state != "current") as store:
+        outcome = _outcome(store)
+        # Created by this process: another one may have made it since the look above.
+        created = outcome is not None and outcome.created
         document = {"created": created, **_info_json(ctx, store, store.schema_info())}
     verb = "created" if created else "already exists:"
     ctx.emit(
@@ -229,6 +231,12 @@ def run_verify(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _outcome(store: Store) -> SchemaOutcome | None:
+    """What opening ``store`` did to its schema (both stores record it; ``None`` for others)."""
+    outcome = getattr(store, "schema_outcome", None)
+    return outcome if isinstance(outcome, SchemaOutcome) else None
+
+
 def run_migrate(ctx: Context, args: argparse.Namespace) -> int:
     started = time.monotonic()
     ctx.note(f"checking {ctx.target} …")
@@ -244,12 +252,19 @@ def run_migrate(ctx: Context, args: argparse.Namespace) -> int:
         )
     with ctx.open_store(migrate=True) as store:
         info = store.schema_info()
-        backup = getattr(store, "backup_path", None)
+        outcome = _outcome(store)
+        # Report what this process did: another `db migrate`, worker or app may have created
+        # or upgraded the store between the look above and this open (or during it).
+        created = outcome is not None and outcome.created
+        upgraded_from = None if outcome is None else outcome.upgraded_from
+        backup = None if outcome is None else outcome.backup
+        elsewhere = state != "current" and not created and upgraded_from is None
         document = {
-            "fromVersion": version if state != "missing" else None,
+            "fromVersion": upgraded_from or (version if state != "missing" else None),
             "toVersion": info.schema_version,
-            "created": state == "missing" or not version,
-            "upgraded": state == "old" and bool(version),
+            "created": created,
+            "upgraded": upgraded_from is not None,
+            "byAnotherProcess": elsewhere,
             "backup": None if backup is None else str(backup),
             **_info_json(ctx, store, info),
         }
@@ -258,12 +273,17 @@ def run_migrate(ctx: Context, args: argparse.Namespace) -> int:
         ctx.note(f"done in {elapsed}")
 
     def text() -> str:
+        target, now = document["target"], info.schema_version
         if document["upgraded"]:
-            line = f"upgraded {document['target']} from v{version} to v{info.schema_version}"
+            line = f"upgraded {target} from v{document['fromVersion']} to v{now}"
         elif document["created"]:
-            line = f"created {document['target']} at schema v{info.schema_version}"
+            line = f"created {target} at schema v{now}"
+        elif elsewhere and (state == "missing" or not version):
+            line = f"{target} was already created at schema v{now} by another process"
+        elif elsewhere:
+            line = f"{target} was already upgraded to v{now} by another process"
         else:
-            line = f"{document['target']} is at schema v{info.schema_version}; nothing to do"
+            line = f"{target} is at schema v{now}; nothing to do"
         if document["backup"]:
             line += f"\nbackup: {document['backup']}"
         return line

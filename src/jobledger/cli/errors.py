@@ -14,7 +14,9 @@ one ``hint: …`` line, and exits with a status that says what kind of failure i
       conflicts, a job with live occurrences, a disabled job, an idempotency payload mismatch)
 5     the store cannot be used as it is: missing (``SCHEDULER_STORE_NOT_FOUND``), needs
       ``jobledger db migrate`` (``SCHEDULER_MIGRATION_REQUIRED``), unknown or damaged schema,
-      storage unavailable, unsafe path, corrupt data
+      storage unavailable, misconfigured (``SCHEDULER_STORE_MISCONFIGURED``: no such database
+      or role, authentication failed, nothing listening, unknown host), unsafe path, corrupt
+      data
 130   interrupted (Ctrl-C)
 ====  ==========================================================================================
 
@@ -35,6 +37,7 @@ from ..errors import (
     SchemaError,
     StorageUnavailable,
     StoreClosed,
+    StoreMisconfigured,
     StoreNotFound,
     UnsafePath,
 )
@@ -83,6 +86,8 @@ def exit_code_for(error: SchedulerError) -> int:
         return EXIT_USAGE
     if isinstance(error, StoreNotFound | SchemaError | StorageUnavailable | StoreClosed):
         return EXIT_UNAVAILABLE
+    if isinstance(error, StoreMisconfigured):
+        return EXIT_UNAVAILABLE
     if isinstance(error, UnsafePath | DataCorrupt):
         return EXIT_UNAVAILABLE
     if isinstance(error, NotFound):
@@ -103,7 +108,11 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
                 "no --db was given and $JOBLEDGER_DB is unset, so the default store was used; "
                 "create it with `jobledger db init`, or point --db at your store"
             )
-        return "check the path (--db / $JOBLEDGER_DB), or create the store with `jobledger db init`"
+        source = details.get("targetSource")
+        which = source if source in ("--db", "$JOBLEDGER_DB") else "--db / $JOBLEDGER_DB"
+        return f"check the path ({which}), or create the store with `jobledger db init`"
+    if isinstance(error, UnsafePath):
+        return _unsafe_path_hint(details.get("reason"))
     if code == "SCHEDULER_MIGRATION_REQUIRED":
         return "run `jobledger db migrate` (SQLite files are backed up first)"
     if code == "SCHEDULER_SCHEMA_UNKNOWN":
@@ -124,12 +133,31 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
         return "enable it first: `jobledger job enable <id>`"
     if code == CONFIRMATION_REQUIRED:
         return "pass --yes to confirm without a prompt"
+    if isinstance(error, StoreMisconfigured):
+        return (
+            "repeating the command will not help: fix the store URL (--db / $JOBLEDGER_DB) or "
+            "the server's set-up as the message says; nothing was written"
+        )
     if isinstance(error, StorageUnavailable):
         if details.get("commitState") == "unknown":
             return "the write may or may not have been committed: check before repeating it"
         return "nothing was written; repeat the command when the store is reachable"
     if code == INTERNAL_ERROR:
         return "this is a bug in jobledger; run again with --debug for a traceback"
+    return None
+
+
+def _unsafe_path_hint(reason: object) -> str | None:
+    if reason == "shared_directory":
+        return (
+            "others can create or replace files next to the database there: put it in a "
+            "private directory of its own, e.g. --db <that directory>/jobledger/jobs.sqlite3 "
+            "(`jobledger db init` makes the directory 0700); nothing was changed"
+        )
+    if reason == "symlink":
+        return "give the real path: symbolic links on a database path are refused"
+    if reason == "not_a_regular_file":
+        return "--db must name a SQLite database file, not a device, pipe or directory"
     return None
 
 

@@ -145,25 +145,40 @@ class SchemaDialect(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SchemaOutcome:
-    """What :func:`ensure_schema` did: the version now, and whether (and from what) it upgraded."""
+    """What :func:`ensure_schema` found, and what *this* process did about it.
+
+    ``version`` is the schema version now; ``found`` the version this process saw on its first
+    look (0: an empty database). ``created``, ``upgraded_from`` and ``backup`` are this
+    process's own work: when several processes open an old or empty database at once, exactly
+    one of them creates or upgrades it (and keeps its backup); the others report nothing done
+    and :attr:`by_another_process` true.
+    """
 
     version: int
+    found: int
     created: bool = False
     upgraded_from: int | None = None
     backup: Path | None = None
 
+    @property
+    def by_another_process(self) -> bool:
+        """This process found the schema older (or empty) and another process brought it up to
+        date before this one could."""
+        return self.found < self.version and not self.created and self.upgraded_from is None
+
 
 def ensure_schema(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
     """Create, verify or upgrade a database to the newest rung (see the module docstring)."""
+    first_seen: list[int] = []  # the version the first attempt found, kept across retries
     for _ in range(3):
         try:
-            return _ensure(dialect, migrate=migrate)
+            return _ensure(dialect, migrate=migrate, first_seen=first_seen)
         except SchemaError:
             # Another process may have upgraded (or created) the database between our read of
             # its history and our check of that version's catalog: look again before refusing.
             if not _history_moved(dialect):
                 raise
-    return _ensure(dialect, migrate=migrate)
+    return _ensure(dialect, migrate=migrate, first_seen=first_seen)
 
 
 def _history_moved(dialect: SchemaDialect) -> bool:
@@ -174,10 +189,14 @@ def _history_moved(dialect: SchemaDialect) -> bool:
     return history is not None and len(history) == dialect.migrations[-1].version
 
 
-def _ensure(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
+def _ensure(dialect: SchemaDialect, *, migrate: bool, first_seen: list[int]) -> SchemaOutcome:
     migrations = dialect.migrations
     latest = migrations[-1]
     history = dialect.read_history()
+    version = 0 if history is None else known_version(history, migrations)
+    if not first_seen:
+        first_seen.append(version)
+    found = first_seen[0]
     if history is None:
         if not migrate:
             raise MigrationRequired(
@@ -188,11 +207,10 @@ def _ensure(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
         reached = dialect.upgrade(lambda current: _apply_from(dialect, current))
         if reached is None:  # another process created it while we waited for the lock
             dialect.verify(latest.version, full=False)
-        return SchemaOutcome(version=latest.version, created=reached is not None)
-    version = known_version(history, migrations)
+        return SchemaOutcome(version=latest.version, found=found, created=reached is not None)
     if version == latest.version:
         dialect.verify(version, full=False)
-        return SchemaOutcome(version=version)
+        return SchemaOutcome(version=version, found=found)
     # Older than the code: prove the file is sound before anything is written to it.
     dialect.verify(version, full=True)
     if not migrate:
@@ -212,6 +230,7 @@ def _ensure(dialect: SchemaDialect, *, migrate: bool) -> SchemaOutcome:
             backup = None
     return SchemaOutcome(
         version=latest.version,
+        found=found,
         upgraded_from=version if reached is not None else None,
         backup=backup,
     )

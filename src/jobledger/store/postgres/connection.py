@@ -31,11 +31,19 @@ import psycopg_pool
 from psycopg import pq
 from psycopg.rows import DictRow, dict_row
 
-from ...errors import DataCorrupt, InvalidArgument, SchedulerError, StorageUnavailable, StoreClosed
+from ...errors import (
+    DataCorrupt,
+    InvalidArgument,
+    SchedulerError,
+    StorageUnavailable,
+    StoreClosed,
+    StoreMisconfigured,
+)
 
 __all__ = [
     "PgConnection",
     "PostgresPool",
+    "open_failure",
     "redact_url",
     "storage_failure",
     "validate_schema_name",
@@ -195,6 +203,139 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
             commit_state=commit_state,
             retryable=False,
         )
+    error.__cause__ = exc
+    return error
+
+
+# -- why a connection could not be made -------------------------------------------------------
+#
+# libpq reports a failed connection without a SQLSTATE (psycopg's OperationalError carries none),
+# so the server's reason is read from its message; a SQLSTATE is used where there is one. Only
+# reasons that waiting cannot cure are misconfigurations; everything else (a timeout, "the
+# database system is starting up", too many clients, a connection lost later) stays
+# SCHEDULER_STORAGE_UNAVAILABLE, which callers may retry.
+
+_MISCONFIGURED_STATES = {
+    "3D000": "no_such_database",  # invalid_catalog_name
+    "28P01": "authentication_failed",  # invalid_password
+    "28000": "authentication_failed",  # invalid_authorization_specification (pg_hba, no login)
+}
+_MISCONFIGURED_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r'database "[^"]*" does not exist'), "no_such_database"),
+    (re.compile(r'role "[^"]*" does not exist'), "no_such_role"),
+    (
+        re.compile(
+            r"authentication failed|no password supplied|no pg_hba\.conf entry"
+            r"|is not permitted to log in|password is required"
+        ),
+        "authentication_failed",
+    ),
+    (
+        re.compile(r"Connection refused|\.s\.PGSQL\.\d+\S* failed: No such file"),
+        "server_not_listening",
+    ),
+    (re.compile(r"server does not support SSL"), "ssl_not_supported"),
+    (
+        re.compile(
+            r"failed to resolve host|could not translate host name|Name or service not known"
+        ),
+        "unknown_host",
+    ),
+)
+
+
+def _connection_problem(exc: BaseException) -> str | None:
+    """Which misconfiguration made this connection attempt fail, or ``None``."""
+    state = _sqlstate(exc)
+    if state is not None:
+        return _MISCONFIGURED_STATES.get(state)
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(exc, psycopg_pool.PoolTimeout):
+        return None
+    text = str(exc)
+    for pattern, problem in _MISCONFIGURED_MESSAGES:
+        if pattern.search(text):
+            return problem
+    return None
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) and value else None
+
+
+def _where(exc: BaseException, url: str) -> dict[str, str]:
+    """Host, port, database and user of the attempt — never the password. libpq's own record
+    of the attempt (defaults and environment applied) first, else what the URL says."""
+    pgconn = getattr(exc, "pgconn", None)
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        given = {}
+    facts = {}
+    for key, attribute, option in (
+        ("host", "host", "host"),
+        ("port", "port", "port"),
+        ("database", "db", "dbname"),
+        ("user", "user", "user"),
+    ):
+        value = _text(getattr(pgconn, attribute, None)) or _text(given.get(option))
+        if value is not None:
+            facts[key] = value
+    return facts
+
+
+def _misconfigured_message(problem: str, facts: dict[str, str]) -> str:
+    host = facts.get("host", "localhost")
+    server = f"{host}:{facts['port']}" if "port" in facts else host
+    database, user = facts.get("database", "?"), facts.get("user", "?")
+    if problem == "no_such_database":
+        return (
+            f'PostgreSQL at {server} has no database "{database}": fix the database name in '
+            f"the URL, or create it (CREATE DATABASE)"
+        )
+    if problem == "no_such_role":
+        return (
+            f'PostgreSQL at {server} has no role "{user}": fix the user name in the URL, or '
+            "create the role (CREATE ROLE … LOGIN)"
+        )
+    if problem == "authentication_failed":
+        return (
+            f'PostgreSQL at {server} refused to authenticate role "{user}": check the user and '
+            "password (URL, ~/.pgpass or $PGPASSWORD) and the server's pg_hba.conf"
+        )
+    if problem == "server_not_listening":
+        return (
+            f"Nothing accepts PostgreSQL connections at {server}: check the host and port in "
+            "the URL, and that the server is running there"
+        )
+    if problem == "ssl_not_supported":
+        return (
+            f"PostgreSQL at {server} does not support SSL, which the URL requires: change "
+            "sslmode in the URL, or enable SSL on the server"
+        )
+    return f'PostgreSQL host "{host}" is unknown: check the host name in the URL'
+
+
+def open_failure(exc: BaseException, url: str) -> SchedulerError | None:
+    """What a failure to open the store at ``url`` becomes: ``SCHEDULER_STORE_MISCONFIGURED``
+    when the URL or the server's set-up is wrong (see :func:`_connection_problem`), else as
+    :func:`storage_failure` maps it. The message and details name the host, port, database and
+    user, and the URL with its password redacted; the psycopg exception stays the cause."""
+    problem = _connection_problem(exc)
+    if problem is None:
+        return storage_failure(exc, phase="open", commit_state="not_committed")
+    facts = _where(exc, url)
+    error = StoreMisconfigured(
+        _misconfigured_message(problem, facts),
+        details={
+            "problem": problem,
+            "target": redact_url(url),
+            **facts,
+            "phase": "open",
+            "retryable": False,
+        },
+    )
     error.__cause__ = exc
     return error
 

@@ -32,6 +32,7 @@ from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import common, inputs
 from ..base import OwnerLockHandle
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
+from ..migrations import SchemaOutcome
 from ..operations.occurrences import enqueued_event_data, insert_params, new_occurrence
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
@@ -40,8 +41,8 @@ from .connection import (
     PgConnection,
     PostgresPool,
     connection_kwargs,
+    open_failure,
     redact_url,
-    storage_failure,
     validate_schema_name,
 )
 from .listener import NotificationListener
@@ -161,6 +162,7 @@ class PostgresStore(LedgerStore):
         listener: NotificationListener | None,
         conninfo: str = "",
         connect_timeout: int = 10,
+        schema_outcome: SchemaOutcome | None = None,
     ) -> None:
         self._pool = pool
         self._clock = clock
@@ -168,6 +170,8 @@ class PostgresStore(LedgerStore):
         self.schema = schema
         self.channel = pool.channel
         self.listener = listener
+        # What this open did to the schema (created, upgraded, or found it done by another).
+        self.schema_outcome = schema_outcome
         self._conninfo = conninfo
         self._connect_timeout = connect_timeout
         self._clock_lock = threading.Lock()
@@ -239,7 +243,9 @@ class PostgresStore(LedgerStore):
             with psycopg.Connection[Any].connect(
                 url, **connection_kwargs(connect_timeout=connect, prepare_threshold=None)
             ) as conn:
-                schema_module.ensure_schema(conn, schema=name, clock=clock, migrate=migrate)
+                outcome = schema_module.ensure_schema(
+                    conn, schema=name, clock=clock, migrate=migrate
+                )
             pool = PostgresPool(
                 url,
                 schema=name,
@@ -258,6 +264,7 @@ class PostgresStore(LedgerStore):
                 listener=None,
                 conninfo=url,
                 connect_timeout=connect,
+                schema_outcome=outcome,
             )
             if listen:
                 listener = NotificationListener(
@@ -274,7 +281,7 @@ class PostgresStore(LedgerStore):
                 pool.close()
             if isinstance(exc, SchedulerError):
                 raise
-            mapped = storage_failure(exc, phase="open", commit_state="not_committed")
+            mapped = open_failure(exc, url)
             if mapped is None:
                 raise
             raise mapped from exc

@@ -19,10 +19,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import DataCorrupt, SchedulerError, StorageUnavailable, StoreClosed
+from ...errors import (
+    DataCorrupt,
+    SchedulerError,
+    StorageUnavailable,
+    StoreClosed,
+    StoreNotFound,
+    UnsafePath,
+)
 from .gate import WriteGate
 
-__all__ = ["SQLiteConnection", "prepare_private_file", "storage_failure"]
+__all__ = [
+    "SQLiteConnection",
+    "is_shared_directory",
+    "prepare_database_files",
+    "storage_failure",
+    "tighten_database_files",
+]
 
 T = TypeVar("T")
 
@@ -110,62 +123,212 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
 
 
 # -- file safety ------------------------------------------------------------------------------
+#
+# The rule: verify first, and change nothing on a refusal or a read-only open. Checking a path
+# is lstat only; a directory is made (0700) only for a database jobledger creates, and only the
+# directories it makes; modes are tightened to 0600 only on files of a database jobledger
+# created or has verified as its own and opens for writing (:func:`tighten_database_files`,
+# called after the schema check). So `jobledger --db /etc/passwd db info` reads and refuses,
+# and a mistyped --db never turns a shared directory or a device into something private.
+
+
+def _unsafe(message: str, *, path: Path, reason: str, **details: str) -> UnsafePath:
+    return UnsafePath(message, details={"path": str(path), "reason": reason, **details})
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        # A regular file where a directory of the path should be (``file.txt/jobs.sqlite3``).
+        raise _unsafe(
+            f"Refusing a database path through something that is not a directory: {path}",
+            path=path,
+            reason="not_a_directory",
+        ) from None
 
 
 def _refuse_symlinks(path: Path) -> None:
     for candidate in [path, *path.parents]:
-        try:
-            info = os.lstat(candidate)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISLNK(info.st_mode):
-            raise PermissionError(f"refusing a symbolic link in the database path: {candidate}")
+        info = _lstat(candidate)
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise _unsafe(
+                f"Refusing a symbolic link in the database path: {candidate}",
+                path=candidate,
+                reason="symlink",
+            )
 
 
-def _ensure_private_directory(directory: Path) -> None:
-    if directory == Path(directory.anchor):
-        raise PermissionError("refusing to keep a database directly in a filesystem root")
-    if directory == Path.home():
-        raise PermissionError("refusing to make the home directory private; use a subdirectory")
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = os.lstat(directory)
+def is_shared_directory(mode: int) -> bool:
+    """World-writable or sticky (``/tmp``, a ``1777`` drop box): others may create, and on a
+    non-sticky one also rename or delete, files next to the database — a planted ``-wal`` or
+    ``-journal`` is a write into the database."""
+    return bool(mode & (stat.S_IWOTH | stat.S_ISVTX))
+
+
+def _check_directory(directory: Path, info: os.stat_result) -> None:
     if not stat.S_ISDIR(info.st_mode):
-        raise NotADirectoryError(f"not a directory: {directory}")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
+        raise _unsafe(
+            f"Refusing a database path whose directory is not a directory: {directory}",
+            path=directory,
+            reason="not_a_directory",
+        )
+    if directory == Path(directory.anchor):
+        raise _unsafe(
+            "Refusing to keep a database directly in a filesystem root",
+            path=directory,
+            reason="filesystem_root",
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if is_shared_directory(mode):
+        raise _unsafe(
+            f"Refusing a database directly in a shared directory ({directory} is "
+            f"{'world-writable' if mode & stat.S_IWOTH else 'sticky'}, mode {mode:04o}): "
+            "keep it in a private directory of its own inside it",
+            path=directory,
+            reason="shared_directory",
+            mode=f"{mode:04o}",
+        )
 
 
-def ensure_private_files(path: Path) -> None:
-    """Each existing database file and sidecar must be a regular file with mode 0600."""
+def _check_files(path: Path) -> bool:
+    """Each existing database file and sidecar must be a regular file; True if the database
+    file exists. A device, fifo, socket or directory is refused without being opened."""
+    exists = False
+    for suffix in SIDECAR_SUFFIXES:
+        candidate = Path(f"{path}{suffix}")
+        info = _lstat(candidate)
+        if info is None:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise _unsafe(
+                f"Refusing a database file that is not a regular file: {candidate}",
+                path=candidate,
+                reason="not_a_regular_file",
+            )
+        if suffix == "":
+            exists = True
+    return exists
+
+
+def _make_directories(directory: Path) -> None:
+    """Make the missing directories down to ``directory``, each 0700 whatever the umask; one
+    that appears meanwhile (another process) is not ours, so it is checked, never changed."""
+    missing: list[Path] = []
+    for candidate in [directory, *directory.parents]:
+        if _lstat(candidate) is not None:
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        try:
+            os.mkdir(candidate, 0o700)
+        except FileExistsError:
+            info = os.lstat(candidate)
+            if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+                raise _unsafe(
+                    f"Refusing a database path changed while it was being made: {candidate}",
+                    path=candidate,
+                    reason="symlink" if stat.S_ISLNK(info.st_mode) else "not_a_directory",
+                ) from None
+            continue
+        # mkdir's mode is filtered by the umask (which could even drop our own bits).
+        os.chmod(candidate, 0o700)
+
+
+def _open_no_follow(path: Path) -> int | None:
+    """A descriptor of the regular file at ``path`` (never through a symlink, never blocking
+    on a fifo), or ``None`` when there is none."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(
+                f"Refusing a symbolic link in the database path: {path}",
+                path=path,
+                reason="symlink",
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise _unsafe(
+            f"Refusing a database file that is not a regular file: {path}",
+            path=path,
+            reason="not_a_regular_file",
+        )
+    return descriptor
+
+
+def tighten_database_files(path: Path) -> None:
+    """Make the database file and its sidecars 0600.
+
+    Only for a database this open created, or verified as jobledger's own and opened for
+    writing: the caller decides, after the schema check. Each file is changed through a
+    descriptor opened without following links, so a file swapped in meanwhile is not.
+    """
     for suffix in SIDECAR_SUFFIXES:
         candidate = Path(f"{path}{suffix}")
         try:
-            info = os.lstat(candidate)
-        except FileNotFoundError:
+            descriptor = _open_no_follow(candidate)
+        except PermissionError:
+            # Not even readable by its owner (say 0200): chmod by name, still never a link.
+            info = _lstat(candidate)
+            if info is not None and stat.S_ISREG(info.st_mode):
+                os.chmod(candidate, 0o600)
             continue
-        if not stat.S_ISREG(info.st_mode):
-            raise PermissionError(
-                f"refusing a database file that is not a regular file: {candidate}"
-            )
-        if stat.S_IMODE(info.st_mode) != 0o600:
-            os.chmod(candidate, 0o600)
-
-
-def prepare_private_file(path: Path) -> None:
-    """Before SQLite touches ``path``: private directory, no symlinks, 0600 files."""
-    _refuse_symlinks(path)
-    _ensure_private_directory(path.parent)
-    ensure_private_files(path)
-    if not path.exists():
-        # Create the file ourselves so it is born 0600 whatever the umask; SQLite then gives
-        # its -wal/-shm sidecars the same mode.
+        if descriptor is None:
+            continue
         try:
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            pass  # another process created it first; the check below still applies
-        else:
+            if stat.S_IMODE(os.fstat(descriptor).st_mode) != 0o600:
+                os.fchmod(descriptor, 0o600)
+        finally:
             os.close(descriptor)
-        ensure_private_files(path)
+
+
+def prepare_database_files(path: Path, *, create: bool) -> None:
+    """Check ``path`` before SQLite opens it; make the database only when ``create`` is true.
+
+    Refused with ``SCHEDULER_UNSAFE_PATH``, changing nothing: a symbolic link anywhere on the
+    path; a database file or sidecar that is not a regular file (a device, fifo, socket or
+    directory); a directory that is not one, a filesystem root, or a shared one (world-writable
+    or sticky, see :func:`is_shared_directory`). A missing database is
+    ``SCHEDULER_STORE_NOT_FOUND`` unless ``create``; then the missing directories are made
+    0700 and the file 0600, whatever the umask. An existing directory's mode is never changed.
+    """
+    _refuse_symlinks(path)
+    directory = path.parent
+    directory_info = _lstat(directory)
+    if directory_info is not None:
+        _check_directory(directory, directory_info)
+    if _check_files(path):
+        return
+    if not create:
+        # Only a migrating open may create a database: a mistyped path must not silently
+        # become a new, empty store.
+        raise StoreNotFound(
+            f"No scheduler database exists at {path}; create it with migrate=True (or "
+            "`jobledger db init`)",
+            details={"target": str(path)},
+        )
+    if directory_info is None:
+        _make_directories(directory)
+        _check_directory(directory, os.lstat(directory))
+    # Create the file ourselves so it is born 0600 whatever the umask (O_EXCL: never an
+    # existing file, O_NOFOLLOW: never through a link); SQLite then gives its -wal/-shm
+    # sidecars the same mode.
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        # Another process created it first: it is not ours to change until verified.
+        _check_files(path)
+        return
+    try:
+        os.fchmod(descriptor, 0o600)
+    finally:
+        os.close(descriptor)
 
 
 @functools.cache

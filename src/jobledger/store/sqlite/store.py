@@ -18,21 +18,21 @@ from ...errors import (
     InvalidArgument,
     SchedulerError,
     SchemaCorrupt,
-    StoreNotFound,
     UnsafePath,
 )
 from ...models import SchemaInfo, VerifyReport
 from .. import common
 from ..base import NoOwnerLock, OwnerLockHandle
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
+from ..migrations import SchemaOutcome
 from ..sql import load_store_queries
 from ..tx import table_parameter
 from . import schema
 from .connection import (
     SQLiteConnection,
-    ensure_private_files,
-    prepare_private_file,
+    prepare_database_files,
     storage_failure,
+    tighten_database_files,
 )
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone
 
@@ -84,16 +84,18 @@ class SQLiteStore(LedgerStore):
     """A :class:`~jobledger.store.base.Store` on one SQLite database.
 
     Open it with :func:`jobledger.open_store` (or :meth:`open`). ``backup_path`` names the copy
-    taken before a schema upgrade during this open, if one ran.
+    taken before a schema upgrade during this open, if one ran; ``schema_outcome`` says what
+    this open did to the schema (see :class:`~jobledger.store.migrations.SchemaOutcome`).
     """
 
     def __init__(
-        self, connection: SQLiteConnection, clock: Clock, backup_path: Path | None
+        self, connection: SQLiteConnection, clock: Clock, schema_outcome: SchemaOutcome
     ) -> None:
         self._connection = connection
         self._clock = clock
         self._target = connection.target
-        self.backup_path = backup_path
+        self.schema_outcome = schema_outcome
+        self.backup_path = schema_outcome.backup
 
     @classmethod
     def open(
@@ -133,27 +135,20 @@ class SQLiteStore(LedgerStore):
         if location != ":memory:":
             path = Path(location).expanduser().absolute()
             location = str(path)
-            if not migrate and not path.exists():
-                # Only a migrating open may create a database: a mistyped path must not
-                # silently become a new, empty store.
-                raise StoreNotFound(
-                    "No scheduler database exists at this path; create it with migrate=True "
-                    "(or `jobledger db migrate`)",
-                    details={"target": location},
-                )
         connection: SQLiteConnection | None = None
         try:
+            # Checks only (a missing file is STORE_NOT_FOUND unless migrating): nothing on disk
+            # changes before the schema is verified, except a database this open creates.
             if path is not None:
-                prepare_private_file(path)
+                prepare_database_files(path, create=migrate)
             connection = SQLiteConnection(location, busy_timeout_ms=busy_timeout_ms)
             outcome = schema.ensure_schema(connection, now=now, migrate=migrate)
-            backup = outcome.backup
             if path is not None:
                 connection.enable_wal()
             connection.raw.execute(f"PRAGMA synchronous = {synchronous}")
             connection.open_reader()
-            if path is not None:
-                ensure_private_files(path)
+            if path is not None and migrate:
+                tighten_database_files(path)  # created or verified as ours, opened to write
         except BaseException as exc:
             if connection is not None:
                 connection.close()
@@ -169,7 +164,7 @@ class SQLiteStore(LedgerStore):
             if isinstance(exc, UnicodeDecodeError):  # damaged catalog text
                 raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
             raise
-        return cls(connection, clock, backup)
+        return cls(connection, clock, outcome)
 
     # -- engine hooks ---------------------------------------------------------------------
 
