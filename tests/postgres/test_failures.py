@@ -368,10 +368,19 @@ def test_a_role_that_may_not_log_in_is_refused_credentials():
     assert f'refused to authenticate role "{role}"' in error.message
 
 
-def test_a_closed_port_is_a_misconfiguration():
+def test_a_closed_port_says_where_but_stays_retryable():
+    """Nothing listening is a wrong host or port, or a server that is down or restarting: the
+    message names the address and both causes, and the error stays a retryable outage (a worker
+    started while its server restarts must not give up)."""
     port = _closed_port()
-    error = _refused(_url_with_password(port=port), "server_not_listening")
+    with raises_code("SCHEDULER_STORAGE_UNAVAILABLE") as refused:
+        jobledger.open_store(_url_with_password(port=port), listen=False, connect_timeout=5)
+    error = refused.value
     assert f":{port}" in error.message and "check the host and port" in error.message
+    assert "restarting" in error.message
+    assert error.details is not None and error.details["problem"] == "server_not_listening"
+    assert error.details["retryable"] is True
+    assert SECRET not in f"{error} {error.details!r} {error.to_dict()!r}"
 
 
 def test_an_unknown_host_is_a_misconfiguration():
@@ -438,6 +447,9 @@ def test_what_counts_as_a_misconfiguration(exc, problem):
     assert mapped is not None
     if problem is None:
         assert mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE"
+    elif problem == "server_not_listening":
+        assert mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE"
+        assert mapped.details is not None and mapped.details["problem"] == problem
     else:
         assert mapped.code == "SCHEDULER_STORE_MISCONFIGURED"
         assert mapped.details is not None and mapped.details["problem"] == problem

@@ -244,6 +244,11 @@ _MISCONFIGURED_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# Reasons that may just as well be an outage: nothing listens at the address (a server that is
+# down or restarting refuses connections exactly as a wrong port does).
+_MAYBE_AN_OUTAGE = frozenset({"server_not_listening"})
+
+
 def _connection_problem(exc: BaseException) -> str | None:
     """Which misconfiguration made this connection attempt fail, or ``None``."""
     state = _sqlstate(exc)
@@ -326,6 +331,22 @@ def open_failure(exc: BaseException, url: str) -> SchedulerError | None:
     if problem is None:
         return storage_failure(exc, phase="open", commit_state="not_committed")
     facts = _where(exc, url)
+    if problem in _MAYBE_AN_OUTAGE:
+        # A refused connection is a wrong host or port, or a server that is down or restarting:
+        # the two cannot be told apart from here, so it stays retryable, and says both.
+        outage = storage_failure(exc, phase="open", commit_state="not_committed")
+        error: SchedulerError = StorageUnavailable(
+            _misconfigured_message(problem, facts)
+            + " (if it is restarting, repeat when it is up)",
+            details={
+                **((outage.details or {}) if outage is not None else {}),
+                "problem": problem,
+                "target": redact_url(url),
+                **facts,
+            },
+        )
+        error.__cause__ = exc
+        return error
     error = StoreMisconfigured(
         _misconfigured_message(problem, facts),
         details={

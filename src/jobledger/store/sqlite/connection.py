@@ -237,55 +237,28 @@ def _make_directories(directory: Path) -> None:
         os.chmod(candidate, 0o700)
 
 
-def _open_no_follow(path: Path) -> int | None:
-    """A descriptor of the regular file at ``path`` (never through a symlink, never blocking
-    on a fifo), or ``None`` when there is none."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _unsafe(
-                f"Refusing a symbolic link in the database path: {path}",
-                path=path,
-                reason="symlink",
-            ) from None
-        raise
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise _unsafe(
-            f"Refusing a database file that is not a regular file: {path}",
-            path=path,
-            reason="not_a_regular_file",
-        )
-    return descriptor
-
-
 def tighten_database_files(path: Path) -> None:
     """Make the database file and its sidecars 0600.
 
     Only for a database this open created, or verified as jobledger's own and opened for
-    writing: the caller decides, after the schema check. Each file is changed through a
-    descriptor opened without following links, so a file swapped in meanwhile is not.
+    writing: the caller decides, after the schema check. Each file is changed by name after an
+    ``lstat`` shows a regular file — never through a descriptor: closing any descriptor of a
+    database file drops every POSIX lock this process holds on it, including those of SQLite
+    connections already open (another process could then reset the WAL index under them).
     """
     for suffix in SIDECAR_SUFFIXES:
         candidate = Path(f"{path}{suffix}")
-        try:
-            descriptor = _open_no_follow(candidate)
-        except PermissionError:
-            # Not even readable by its owner (say 0200): chmod by name, still never a link.
-            info = _lstat(candidate)
-            if info is not None and stat.S_ISREG(info.st_mode):
-                os.chmod(candidate, 0o600)
+        info = _lstat(candidate)
+        if info is None:
             continue
-        if descriptor is None:
-            continue
-        try:
-            if stat.S_IMODE(os.fstat(descriptor).st_mode) != 0o600:
-                os.fchmod(descriptor, 0o600)
-        finally:
-            os.close(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _unsafe(
+                f"Refusing a database file that is not a regular file: {candidate}",
+                path=candidate,
+                reason="not_a_regular_file",
+            )
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.chmod(candidate, 0o600)
 
 
 def prepare_database_files(path: Path, *, create: bool) -> None:
