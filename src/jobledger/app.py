@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from . import contract
 from .clock import Clock
@@ -40,10 +40,11 @@ from .engine.retry import DEFAULT_BACKOFF, BackoffPolicy
 from .engine.runtime import Runtime
 from .engine.watchdog import Watchdog
 from .engine.worker import Service, Worker, WorkerSummary
-from .errors import Conflict, InvalidArgument, RevisionConflict
+from .errors import InvalidArgument
 from .models import UNSET, EnqueueRequest, Event, Job, Occurrence
-from .schedules.policy import DEFAULT_CATCH_UP_LIMIT
+from .planning.declare import ScheduleOptions, declare_schedule
 from .store import Store, open_store
+from .store.ensure import ensure_job
 
 if TYPE_CHECKING:
     from .planning.explain import Explanation
@@ -225,23 +226,7 @@ class App:
             "enabled": enabled,
             "max_attempts": max_attempts,
         }
-        for _ in range(3):
-            current = self.store.get_job(id)
-            if current is None:
-                try:
-                    return self.store.create_job(id=id, **wanted)
-                except Conflict as exc:
-                    if exc.code != "SCHEDULER_CONFLICT":
-                        raise
-                    continue  # created meanwhile by another process: compare with it
-            patch = current.changes_to(wanted)
-            if not patch:
-                return current
-            try:
-                return self.store.update_job(id, expected_revision=current.revision, patch=patch)
-            except RevisionConflict:
-                continue  # changed meanwhile: compare again
-        raise RevisionConflict(f"Job {id} kept changing while it was being declared")
+        return ensure_job(self.store, id, wanted)
 
     def get_job(self, job_id: str) -> Job | None:
         return self.store.get_job(job_id)
@@ -391,48 +376,24 @@ class App:
         job_id: str,
         kind: str,
         *,
-        cron: str | None = None,
-        every: timedelta | None = None,
-        at: datetime | None = None,
-        anchor: datetime | None = None,
-        timezone: str = "UTC",
-        payload: Any = None,
-        misfire: str = "coalesce",
-        misfire_grace: timedelta | None = None,
-        catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
-        jitter: timedelta | None = None,
-        nonexistent: str = "shift",
-        ambiguous: str = "cron",
-        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
         authority: dict[str, Any] | None = None,
-        enabled: bool = True,
+        **options: Unpack[ScheduleOptions],
     ) -> Job:
         """Declare a scheduled job (``cron``, ``every`` or ``at``: exactly one); idempotent.
 
-        The same declaration again changes nothing; a changed one updates the job (CAS), and
-        planning restarts from the edit (``docs/schedules.md``).
+        The options are :class:`~jobledger.planning.declare.ScheduleOptions` (``timezone``,
+        ``anchor``, ``payload``, ``misfire``, ``misfire_grace``, ``catch_up_limit``, ``jitter``,
+        ``nonexistent``, ``ambiguous``, ``max_attempts``, ``enabled``), as
+        :func:`~jobledger.planning.declare.declare_schedule` takes them; ``authority`` defaults
+        to :meth:`default_authority`. The same declaration again changes nothing; a changed one
+        updates the job (CAS), and planning restarts from the edit (``docs/schedules.md``).
         """
-        from .planning.declare import declare_schedule
-
         return declare_schedule(
             self.store,
             job_id,
             kind,
-            cron=cron,
-            every=every,
-            at=at,
-            anchor=anchor,
-            timezone=timezone,
-            payload=payload,
-            misfire=misfire,
-            misfire_grace=misfire_grace,
-            catch_up_limit=catch_up_limit,
-            jitter=jitter,
-            nonexistent=nonexistent,
-            ambiguous=ambiguous,
-            max_attempts=max_attempts,
             authority=self.default_authority() if authority is None else authority,
-            enabled=enabled,
+            **options,
         )
 
     def plan(self) -> PlanReport:

@@ -42,7 +42,7 @@ def test_dst_notes_for_a_daily_job_around_spring_forward(store, clock):
     assert explained.recent_skips == [] and explained.remarks == []
     assert explained.next_due_at == utc(2026, 3, 8, 7, 0)
     text = explained.render()
-    assert "2026-03-08 07:00:00 UTC  (2026-03-08 03:00 EDT)" in text
+    assert "2026-03-08 07:00:00 UTC  (2026-03-08 03:00 America/New_York)" in text
     assert "note: shifted: 02:30 does not exist on 2026-03-08" in text
 
 
@@ -95,7 +95,7 @@ def test_the_lease_holder_of_the_current_occurrence(store, clock):
     assert explained.status == "running"
     assert explained.lease_owner == "worker-7"
     assert explained.lease_expires_at == at(clock() + 30_000)
-    assert "lease held by worker-7 until" in explained.render()
+    assert "lease: held by worker-7 until" in explained.render()
     assert explained.to_dict()["currentOccurrence"]["leaseOwner"] == "worker-7"
 
 

@@ -373,11 +373,13 @@ def test_sqlite_url_memory() -> None:
         store.close()
 
 
-def test_a_sidecar_its_owner_cannot_read_is_still_made_private(
+def test_modes_are_tightened_by_name_never_through_a_descriptor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Root reads anything, so an owner's unreadable file (mode 0222) is simulated: opening it
-    to change its mode is refused, and its mode is changed by name instead."""
+    """Closing any descriptor of a database file drops every POSIX lock this process holds on it
+    — SQLite's own locks included, so another process could reset the WAL index under an open
+    connection (a worker died of SIGBUS that way). Tightening modes must therefore open nothing;
+    it also works on a file its owner cannot read (mode 0222)."""
     from jobledger.store.sqlite import connection
 
     path = tmp_path / "db" / "store.sqlite"
@@ -385,13 +387,16 @@ def test_a_sidecar_its_owner_cannot_read_is_still_made_private(
     journal = Path(f"{path}-journal")
     journal.write_bytes(b"")
     journal.chmod(0o222)
-    real_open = connection._open_no_follow
+    path.chmod(0o644)
+    opened: list[str] = []
+    real_open = connection.os.open
 
-    def unreadable(candidate: Path) -> int | None:
-        if candidate == journal:
-            raise PermissionError(13, "Permission denied", str(candidate))
-        return real_open(candidate)
+    def watching(file: object, *args: object, **kwargs: object) -> int:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(connection, "_open_no_follow", unreadable)
-    _open(path).close()
+    monkeypatch.setattr(connection.os, "open", watching)
+    connection.tighten_database_files(path)
+    assert opened == []
     assert _mode(journal) == 0o600
+    assert _mode(path) == 0o600

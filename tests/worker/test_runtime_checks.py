@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from jobledger.engine.attempt import CommitNow
+from jobledger.engine.commit import CommitNow
 from jobledger.engine.options import LeaseOptions
 from jobledger.testing import FakeClock
 

@@ -4,14 +4,10 @@ planner pass now)."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import Any
 
-from ..durations import epoch_ms_from
-from ..planning.explain import MAX_EXPLAIN_COUNT, Explanation, explain
+from ..planning.explain import MAX_EXPLAIN_COUNT, explain
 from ..planning.planner import Planner, PlanReport
-from ..schedules import Cron
-from ..schedules.zones import load_zone
 from .context import Context
 from .output import occurrence_json
 from .parsing import add_command, positive_arg
@@ -56,73 +52,13 @@ def register(subparsers: Any) -> None:
     plan.set_defaults(handler=run_plan)
 
 
-def _ms(moment: datetime) -> int:
-    return epoch_ms_from(moment, "instant")
-
-
-def _wall(e: Explanation, moment: datetime) -> str:
-    """For a cron schedule in another zone than UTC, the slot's wall time in that zone."""
-    if not isinstance(e.trigger, Cron) or e.trigger.timezone in ("UTC", "Etc/UTC"):
-        return ""
-    local = moment.astimezone(load_zone(e.trigger.timezone))
-    return f"  ({local.strftime('%Y-%m-%d %H:%M')} {e.trigger.timezone})"
-
-
-def _explanation_text(ctx: Context, e: Explanation) -> str:
-    state = "enabled" if e.enabled else "disabled"
-    lines = [f"job {e.job_id} (kind {e.kind}, revision {e.revision}, {state})"]
-    if not e.is_schedule:
-        lines.append("schedule: none (occurrences are enqueued by callers)")
-    if e.schedule is not None:
-        lines.append(f"schedule: {e.schedule}")
-    if e.misfire is not None:
-        policy = e.misfire
-        limit = f", catch-up limit {policy.catch_up_limit}" if policy.misfire == "catch_up" else ""
-        jitter = format_duration(policy.jitter_ms) if policy.jitter_ms else "none"
-        lines.append(
-            f"misfire: {policy.misfire}, grace {format_duration(policy.misfire_grace_ms)}"
-            f"{limit}, jitter {jitter}"
-        )
-    if e.is_schedule:
-        lines.append(f"next fire times (from {ctx.when(_ms(e.now))}):")
-        lines.extend(f"  {ctx.when(_ms(moment))}{_wall(e, moment)}" for moment in e.next_fire_times)
-        if not e.next_fire_times:
-            lines.append("  none")
-        lines.extend(f"  note: {note}" for note in e.notes)
-        last = "never" if e.last_planned is None else ctx.when(_ms(e.last_planned))
-        lines.append(f"last planned slot: {last}")
-        if e.next_due_at is not None:
-            lines.append(f"next planner look: {ctx.when(_ms(e.next_due_at))}")
-    occurrence = e.current_occurrence
-    if occurrence is None:
-        lines.append("current occurrence: none")
-    else:
-        lines.append(
-            f"current occurrence: {occurrence.id} {occurrence.status} "
-            f"(slot {ctx.when(occurrence.scheduled_for)}, attempt {occurrence.attempt} of "
-            f"{occurrence.max_attempts})"
-        )
-        if occurrence.lease_owner is not None:
-            lines.append(
-                f"  lease: held by {occurrence.lease_owner} until "
-                f"{ctx.when(occurrence.lease_expires_at)}"
-            )
-    if e.recent_skips:
-        lines.append("recent skips (newest first):")
-        for skip in e.recent_skips:
-            count = "more than 10,000" if skip.count is None else f"{skip.count:,}"
-            span = ctx.when(skip.scheduled_for)
-            if skip.last != skip.scheduled_for:
-                span += f" … {ctx.when(skip.last)}"
-            lines.append(f"  {span}: {count} slot(s) skipped ({skip.reason}, rev {skip.revision})")
-    lines.extend(f"remark: {remark}" for remark in e.remarks)
-    return "\n".join(lines)
-
-
 def run_explain(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         explanation = explain(store, args.job_id, count=args.count)
-    ctx.emit(explanation.to_dict(), lambda: _explanation_text(ctx, explanation))
+    ctx.emit(
+        explanation.to_dict(),
+        lambda: explanation.render(when=ctx.when, duration=format_duration),
+    )
     return 0
 
 

@@ -25,14 +25,10 @@ final settle finds that another owner holds the occurrence (or the lease expired
 is cancelled, async handlers' tasks are cancelled, nothing is written, and the run reports
 ``RunResult(status="aborted", lease_lost=True, error={code: "SCHEDULER_LEASE_LOST", …})``.
 
-Who does what around an attempt:
-
-* its **host** (the :class:`~jobledger.engine.runtime.Runtime`) keeps its lease renewed while it
-  is in flight (:meth:`AttemptHost.enter` / :meth:`AttemptHost.leave`) and arms time limits;
-* its **commit** writes the settlement — at once (:class:`CommitNow`, a runtime running one at a
-  time) or with others (:class:`~jobledger.engine.batching.Settler`, a worker's group commit) —
-  and calls back with the committed occurrence, a ``LeaseLost``, or the error;
-* ``on_report`` hears, exactly once, that the attempt is over (its :attr:`Attempt.result`).
+Around an attempt: its **host** (the :class:`~jobledger.engine.runtime.Runtime`) keeps its lease
+renewed while it is in flight and arms time limits; its **commit** writes the settlement — at once
+(:class:`CommitNow`) or with others (the worker's :class:`~jobledger.engine.batching.Settler`) —
+and calls back with the outcome; ``on_report`` hears, exactly once, that it is over.
 
 ``Attempt.lock`` serialises the decisions that end an attempt — settling, releasing at shutdown,
 timing out — so exactly one of them wins.
@@ -54,22 +50,15 @@ from ..clock import Clock, Monotonic
 from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from ..models import Occurrence, RunResult, Settlement
 from ..store.base import Store
+from .commit import Commit
 from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
 from .loop import EventLoopThread
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
-from .outcomes import classify_failure, sanitize_error
+from .outcomes import classify_failure, plan_rejection, sanitize_error
 from .retry import BackoffPolicy
 from .watchdog import Watchdog
 
-__all__ = [
-    "SHUTDOWN_REASON",
-    "Attempt",
-    "AttemptHost",
-    "AttemptSettings",
-    "Commit",
-    "CommitNow",
-    "Done",
-]
+__all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptHost", "AttemptSettings"]
 
 logger = logging.getLogger("jobledger.runtime")
 
@@ -78,33 +67,6 @@ SHUTDOWN_REASON = "worker_shutdown"
 # (one shared event instead of a new one per attempt).
 _NOT_CANCELLED = threading.Event()
 TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
-
-# What a commit calls back with: the committed occurrence, a LeaseLost, or the error.
-Done = Callable[[Occurrence | BaseException], None]
-
-
-class Commit(Protocol):
-    """Where an attempt's settlement is written."""
-
-    def submit(self, settlement: Settlement, done: Done) -> None:
-        """Write ``settlement`` (now or later) and call ``done`` with the outcome."""
-        ...
-
-
-class CommitNow:
-    """Commits each settlement at once, in the calling thread (one attempt at a time)."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def submit(self, settlement: Settlement, done: Done) -> None:
-        try:
-            [outcome] = self._store.settle_batch([settlement])
-        except BaseException as exc:
-            done(exc)
-            raise
-        done(outcome)
-
 
 @dataclass(frozen=True, slots=True)
 class AttemptSettings:
@@ -446,33 +408,23 @@ class Attempt:
         retryable: bool = False,
         details: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        error = sanitize_error(
-            RuntimeRejection(message, code=code, details=details),
-            default_code="scheduler_rejected",
+        plan = plan_rejection(
+            code,
+            message,
+            retryable=retryable,
+            details=details,
+            attempt=self.claimed.attempt,
+            now=self.settings.clock(),
+            policy=self.settings.retry_policy_for(self.kind),
+            rng=self.settings.rng,
+            kind=self.kind,
         )
-        retry_at = None
-        if retryable:
-            policy = self.settings.retry_policy_for(self.kind)
-            try:
-                retry_at = self.settings.clock() + policy.delay_ms(
-                    self.claimed.attempt, self.settings.rng
-                )
-            except Exception as exc:
-                # A broken retry policy is a programming error: surface it as a dead letter
-                # (like a failing error classifier) instead of escaping with the lease held.
-                logger.exception(
-                    "retry policy for %r failed", self.kind, extra=attempt_fields(self.claimed)
-                )
-                error = sanitize_error(
-                    RuntimeRejection(
-                        "The retry policy failed while scheduling a retry",
-                        code="SCHEDULER_RUNTIME_ERROR_POLICY_FAILED",
-                        details={"errorType": type(exc).__name__, "rejected": code},
-                    ),
-                    default_code="scheduler_rejected",
-                )
-                retryable = False
-        return {"outcome": "failed", "error": error, "retryable": retryable, "retry_at": retry_at}
+        return {
+            "outcome": "failed",
+            "error": plan.error,
+            "retryable": plan.retryable,
+            "retry_at": plan.retry_at,
+        }
 
     def _reject(
         self,

@@ -32,7 +32,7 @@ from ..contract import MAX_BATCH_SIZE
 from ..errors import LeaseLost, SchedulerError
 from ..models import Occurrence, Settlement
 from ..store.base import Store
-from .attempt import Done
+from .commit import Done
 
 __all__ = ["ClaimAhead", "Claimed", "Settler", "committed_settlement"]
 

@@ -15,6 +15,7 @@ it is JSON, replaced by ``{"omitted": "invalid_error_details"}`` when it is not,
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +26,14 @@ from ..errors import InvalidArgument, RuntimeRejection
 from .handlers import Retry
 from .retry import BackoffPolicy
 
+logger = logging.getLogger("jobledger.runtime")
+
 __all__ = [
     "MAX_ERROR_CODE_LENGTH",
     "MAX_ERROR_MESSAGE_LENGTH",
     "FailurePlan",
     "classify_failure",
+    "plan_rejection",
     "sanitize_error",
 ]
 
@@ -136,3 +140,36 @@ def classify_failure(
         return FailurePlan(
             sanitize_error(rejection, default_code="scheduler_rejected"), False, None
         )
+
+
+def plan_rejection(
+    code: str,
+    message: str,
+    *,
+    retryable: bool,
+    details: dict[str, Any] | None,
+    attempt: int,
+    now: int,
+    policy: BackoffPolicy,
+    rng: random.Random,
+    kind: str,
+) -> FailurePlan:
+    """How to settle an attempt the runtime itself rejected (``SCHEDULER_RUNTIME_*``): final,
+    or — ``retryable`` — retried after the kind's backoff. A retry policy that fails is a
+    programming error, surfaced as a final ``SCHEDULER_RUNTIME_ERROR_POLICY_FAILED`` instead of
+    escaping with the lease held."""
+    error = sanitize_error(
+        RuntimeRejection(message, code=code, details=details), default_code="scheduler_rejected"
+    )
+    if not retryable:
+        return FailurePlan(error, False, None)
+    try:
+        return FailurePlan(error, True, now + policy.delay_ms(attempt, rng))
+    except Exception as exc:
+        logger.exception("retry policy for %r failed", kind)
+        failed = RuntimeRejection(
+            "The retry policy failed while scheduling a retry",
+            code="SCHEDULER_RUNTIME_ERROR_POLICY_FAILED",
+            details={"errorType": type(exc).__name__, "rejected": code},
+        )
+        return FailurePlan(sanitize_error(failed, default_code="scheduler_rejected"), False, None)

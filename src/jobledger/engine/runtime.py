@@ -32,7 +32,8 @@ from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, NotFound, RuntimeRejection
 from ..models import Occurrence, RunResult, RunStatus
 from ..store.base import Store
-from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings, Commit, CommitNow
+from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
+from .commit import Commit, CommitNow
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper

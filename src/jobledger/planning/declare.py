@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypedDict, TypeVar, Unpack
 
 from .. import contract
-from ..errors import Conflict, InvalidArgument, RevisionConflict
+from ..errors import InvalidArgument
 from ..models import Job
 from ..schedules.json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
 from ..schedules.policy import (
@@ -25,10 +25,10 @@ from ..schedules.policy import (
 )
 from ..schedules.triggers import Cron, Every, Once, Trigger, schedule_json
 from ..store.base import Store
+from ..store.ensure import ensure_job
 
-__all__ = ["declare_schedule"]
+__all__ = ["SCHEDULE_DEFAULTS", "ScheduleOptions", "declare_schedule"]
 
-_TRIES: Final = 2
 T = TypeVar("T")
 
 
@@ -138,26 +138,51 @@ def _build_policy(
     )
 
 
+class ScheduleOptions(TypedDict, total=False):
+    """The keyword arguments of a schedule declaration — declared once, here, and forwarded by
+    :meth:`App.schedule <jobledger.App.schedule>` (defaults: :data:`SCHEDULE_DEFAULTS`)."""
+
+    cron: str | None
+    every: timedelta | None
+    at: datetime | None
+    anchor: datetime | None
+    timezone: str
+    payload: Any
+    misfire: str
+    misfire_grace: timedelta | None
+    catch_up_limit: int
+    jitter: timedelta | None
+    nonexistent: str
+    ambiguous: str
+    max_attempts: int
+    enabled: bool
+
+
+SCHEDULE_DEFAULTS: Final[ScheduleOptions] = {
+    "cron": None,
+    "every": None,
+    "at": None,
+    "anchor": None,
+    "timezone": "UTC",
+    "payload": None,
+    "misfire": "coalesce",
+    "misfire_grace": None,
+    "catch_up_limit": DEFAULT_CATCH_UP_LIMIT,
+    "jitter": None,
+    "nonexistent": "shift",
+    "ambiguous": "cron",
+    "max_attempts": contract.DEFAULT_MAX_ATTEMPTS,
+    "enabled": True,
+}
+
+
 def declare_schedule(
     store: Store,
     job_id: str,
     kind: str,
     *,
-    cron: str | None = None,
-    every: timedelta | None = None,
-    at: datetime | None = None,
-    anchor: datetime | None = None,
-    timezone: str = "UTC",
-    payload: Any = None,
-    misfire: str = "coalesce",
-    misfire_grace: timedelta | None = None,
-    catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
-    jitter: timedelta | None = None,
-    nonexistent: str = "shift",
-    ambiguous: str = "cron",
-    max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
     authority: Mapping[str, Any],
-    enabled: bool = True,
+    **options: Unpack[ScheduleOptions],
 ) -> Job:
     """Create or update the job ``job_id`` so that it fires on the given schedule.
 
@@ -170,11 +195,20 @@ def declare_schedule(
     Idempotent: when the stored job already has this kind, trigger (with its policy), payload,
     authority, ``enabled`` and ``max_attempts``, nothing is written and the stored job is
     returned (same revision). Otherwise the job is created, or updated with a compare-and-swap on
-    the revision just read (on ``SCHEDULER_REVISION_CONFLICT`` it is read and compared once
-    more). An update bumps the revision, so Cron and Every slots are planned from the update on.
+    the revision just read (:func:`jobledger.store.ensure.ensure_job`). An update bumps the
+    revision, so Cron and Every slots are planned from the update on.
     Bad arguments raise ``SCHEDULER_INVALID_ARGUMENT`` with ``details["field"]`` naming the
     argument, before the store is touched.
     """
+    unknown = sorted(set(options) - set(SCHEDULE_DEFAULTS))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown schedule option(s): {', '.join(unknown)}",
+            details={"field": unknown[0], "unknown": unknown},
+        )
+    given: ScheduleOptions = {**SCHEDULE_DEFAULTS, **options}
+    cron, every, at = given["cron"], given["every"], given["at"]
+    timezone, nonexistent, ambiguous = given["timezone"], given["nonexistent"], given["ambiguous"]
     key = _checked("job_id", lambda: contract.normalize_identifier(job_id, "job_id"))
     job_kind = _checked("kind", lambda: contract.normalize_identifier(kind, "kind", max_length=128))
     try:
@@ -182,7 +216,7 @@ def declare_schedule(
             cron=cron,
             every=every,
             at=at,
-            anchor=anchor,
+            anchor=given["anchor"],
             timezone=timezone,
             nonexistent=nonexistent,
             ambiguous=ambiguous,
@@ -191,11 +225,18 @@ def declare_schedule(
         named = str((exc.details or {}).get("field", "cron"))
         raise _renamed(exc, _ARGUMENT_NAMES.get(named, named)) from None
     policy = _build_policy(
-        misfire=misfire, misfire_grace=misfire_grace, catch_up_limit=catch_up_limit, jitter=jitter
+        misfire=given["misfire"],
+        misfire_grace=given["misfire_grace"],
+        catch_up_limit=given["catch_up_limit"],
+        jitter=given["jitter"],
     )
+    enabled = given["enabled"]
     if type(enabled) is not bool:
         raise _refuse("enabled must be True or False", "enabled")
-    attempts = _checked("max_attempts", lambda: contract.normalize_max_attempts(max_attempts))
+    attempts = _checked(
+        "max_attempts", lambda: contract.normalize_max_attempts(given["max_attempts"])
+    )
+    payload = given["payload"]
     normalized_authority = _checked("authority", lambda: contract.normalize_authority(authority))
     normalized_payload = _checked("payload", lambda: contract.normalize_json(payload, "payload"))
     wanted: dict[str, Any] = {
@@ -206,21 +247,4 @@ def declare_schedule(
         "enabled": enabled,
         "max_attempts": attempts,
     }
-    for attempt in range(_TRIES):
-        current = store.get_job(key)
-        if current is None:
-            try:
-                return store.create_job(id=key, **wanted)
-            except Conflict:
-                if attempt + 1 == _TRIES:
-                    raise
-                continue  # created concurrently: compare with what the other writer stored
-        changed = current.changes_to(wanted)
-        if not changed:
-            return current
-        try:
-            return store.update_job(key, expected_revision=current.revision, patch=changed)
-        except RevisionConflict:
-            if attempt + 1 == _TRIES:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return ensure_job(store, key, wanted)

@@ -10,6 +10,7 @@ their callers); that is a field of the answer, not an exception.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -161,10 +162,21 @@ class Explanation:
             "remarks": list(self.remarks),
         }
 
-    def render(self) -> str:
-        """The explanation as a few lines of text for people (the CLI's default output)."""
+    def render(
+        self,
+        *,
+        when: Callable[[int], str] | None = None,
+        duration: Callable[[int], str] | None = None,
+    ) -> str:
+        """The explanation as lines of text for people — the one renderer, used by the CLI with
+        its own instant (``when``, epoch ms → text, e.g. in ``--tz``) and duration formats;
+        by default UTC words and spelled-out durations."""
+        at = when or (lambda instant: _words(_moment(instant)))
+        span_of = duration or _duration
         state = "enabled" if self.enabled else "disabled"
         lines = [f"job {self.job_id} (kind {self.kind}, revision {self.revision}, {state})"]
+        if not self.is_schedule:
+            lines.append("schedule: none (occurrences are enqueued by callers)")
         if self.schedule is not None:
             lines.append(f"schedule: {self.schedule}")
         if self.misfire is not None:
@@ -172,52 +184,60 @@ class Explanation:
             limit = (
                 f", catch-up limit {policy.catch_up_limit}" if policy.misfire == "catch_up" else ""
             )
+            jitter = span_of(policy.jitter_ms) if policy.jitter_ms else "none"
             lines.append(
-                f"misfire: {policy.misfire}, grace {_duration(policy.misfire_grace_ms)}{limit}, "
-                f"jitter {_duration(policy.jitter_ms)}"
+                f"misfire: {policy.misfire}, grace {span_of(policy.misfire_grace_ms)}{limit}, "
+                f"jitter {jitter}"
             )
         if self.is_schedule:
-            lines.append(f"next fire times (from {_words(self.now)}):")
+            lines.append(f"next fire times (from {at(_ms(self.now))}):")
             lines.extend(
-                f"  {_words(moment)}{self._local(moment)}" for moment in self.next_fire_times
+                f"  {at(_ms(moment))}{self._local(moment)}" for moment in self.next_fire_times
             )
             if not self.next_fire_times:
                 lines.append("  none")
             lines.extend(f"  note: {note}" for note in self.notes)
-            lines.append(
-                "last planned: "
-                + ("never" if self.last_planned is None else _words(self.last_planned))
-            )
+            last = "never" if self.last_planned is None else at(_ms(self.last_planned))
+            lines.append(f"last planned slot: {last}")
             if self.next_due_at is not None:
-                lines.append(f"next planner look: {_words(self.next_due_at)}")
+                lines.append(f"next planner look: {at(_ms(self.next_due_at))}")
         occurrence = self.current_occurrence
         if occurrence is None:
             lines.append("current occurrence: none")
         else:
-            text = (
+            lines.append(
                 f"current occurrence: {occurrence.id} {occurrence.status} "
-                f"(slot {_words(_moment(occurrence.scheduled_for))}, attempt {occurrence.attempt})"
+                f"(slot {at(occurrence.scheduled_for)}, attempt {occurrence.attempt} of "
+                f"{occurrence.max_attempts})"
             )
-            if occurrence.lease_owner is not None and self.lease_expires_at is not None:
-                text += f", lease held by {occurrence.lease_owner} until "
-                text += _words(self.lease_expires_at)
-            lines.append(text)
+            if occurrence.lease_owner is not None and occurrence.lease_expires_at is not None:
+                lines.append(
+                    f"  lease: held by {occurrence.lease_owner} until "
+                    f"{at(occurrence.lease_expires_at)}"
+                )
         if self.recent_skips:
-            lines.append("recent skips:")
+            lines.append("recent skips (newest first):")
             for skip in self.recent_skips:
-                count = "more than 10,000 slots" if skip.count is None else _slots(skip.count)
-                span = _words(_moment(skip.scheduled_for))
+                count = "more than 10,000" if skip.count is None else f"{skip.count:,}"
+                span = at(skip.scheduled_for)
                 if skip.last != skip.scheduled_for:
-                    span += f" … {_words(_moment(skip.last))}"
-                lines.append(f"  {span}: {count} skipped ({skip.reason}, revision {skip.revision})")
+                    span += f" … {at(skip.last)}"
+                lines.append(
+                    f"  {span}: {count} slot(s) skipped ({skip.reason}, rev {skip.revision})"
+                )
         lines.extend(f"remark: {remark}" for remark in self.remarks)
         return "\n".join(lines)
 
     def _local(self, moment: datetime) -> str:
-        if not isinstance(self.trigger, Cron) or self.trigger.timezone == "UTC":
+        """For a cron schedule in another zone than UTC, the slot's wall time in that zone."""
+        if not isinstance(self.trigger, Cron) or self.trigger.timezone in ("UTC", "Etc/UTC"):
             return ""
         local = moment.astimezone(load_zone(self.trigger.timezone))
-        return f"  ({local.strftime('%Y-%m-%d %H:%M %Z')})"
+        return f"  ({local.strftime('%Y-%m-%d %H:%M')} {self.trigger.timezone})"
+
+
+def _ms(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _next_slots(trigger: Trigger, after_ms: int, count: int) -> list[int]:

@@ -1,0 +1,53 @@
+"""Bring a job to exactly a wanted definition: create it, leave it, or update it with CAS.
+
+The one loop behind :meth:`App.ensure_job <jobledger.App.ensure_job>` and
+:func:`jobledger.planning.declare.declare_schedule` (``App.schedule``): declaring the same job on
+every start-up writes nothing (no new revision, no ``job_updated`` event); a changed definition
+updates the job with a compare-and-swap on the revision it read, so occurrences enqueued under
+the old definition are never run with the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..errors import Conflict, RevisionConflict
+from ..models import Job
+from .base import Store
+
+__all__ = ["ensure_job"]
+
+# Another process may create or update the same job between our read and our write; after this
+# many rounds of "read, compare, write" the job is changing too fast to declare.
+TRIES: Final = 3
+
+
+def ensure_job(store: Store, job_id: str, wanted: Mapping[str, Any]) -> Job:
+    """Create ``job_id`` with the ``wanted`` fields (``create_job``'s keywords), return it
+    unchanged when it already has them, or update exactly the fields that differ.
+
+    Raises ``SCHEDULER_REVISION_CONFLICT`` when other writers changed the job on every one of
+    three rounds; any other refusal (a bad field, ``SCHEDULER_JOB_DISABLED`` …) as the store
+    raises it.
+    """
+    for _ in range(TRIES):
+        current = store.get_job(job_id)
+        if current is None:
+            try:
+                return store.create_job(id=job_id, **wanted)
+            except Conflict as exc:
+                if exc.code != "SCHEDULER_CONFLICT":
+                    raise
+                continue  # created meanwhile by another process: compare with it
+        patch = current.changes_to(wanted)
+        if not patch:
+            return current
+        try:
+            return store.update_job(job_id, expected_revision=current.revision, patch=patch)
+        except RevisionConflict:
+            continue  # changed meanwhile: compare again
+    raise RevisionConflict(
+        f"Job {job_id} kept changing while it was being declared",
+        details={"jobId": job_id, "tries": TRIES},
+    )
