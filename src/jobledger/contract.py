@@ -36,7 +36,9 @@ __all__ = [
     "DEFAULT_EXECUTION_ERROR",
     "DEFAULT_HISTORY_LIMIT",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_QUEUE",
     "LIVE_STATUSES",
+    "LOST_LEASE_POLICIES",
     "MAX_BATCH_SIZE",
     "MAX_ENQUEUE_BATCH",
     "MAX_HISTORY_LIMIT",
@@ -44,8 +46,13 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_LEASE_MS",
+    "MAX_PARTITION_LENGTH",
+    "MAX_PRIORITY",
+    "MAX_QUEUE_NAME_LENGTH",
     "MAX_SAFE_INTEGER",
+    "MIN_PRIORITY",
     "OCCURRENCE_STATUSES",
+    "PARENT_FAILURE_POLICIES",
     "PRUNABLE_STATUSES",
     "TERMINAL_STATUSES",
     "canonical_json",
@@ -60,8 +67,12 @@ __all__ = [
     "normalize_identifier",
     "normalize_json",
     "normalize_lease_ms",
+    "normalize_lost_lease_policy",
     "normalize_max_attempts",
+    "normalize_partition",
     "normalize_positive_int",
+    "normalize_priority",
+    "normalize_queue_name",
     "occurrence_identity",
     "parse_stored_json",
 ]
@@ -83,6 +94,7 @@ MAX_CAPABILITIES: Final = 256
 MAX_BATCH_SIZE: Final = 1000
 
 OCCURRENCE_STATUSES: Final = (
+    "blocked",
     "queued",
     "running",
     "retry_wait",
@@ -91,7 +103,15 @@ OCCURRENCE_STATUSES: Final = (
     "cancelled",
 )
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "dead_letter", "cancelled"})
-LIVE_STATUSES: Final = frozenset({"queued", "running", "retry_wait"})
+LIVE_STATUSES: Final = frozenset({"blocked", "queued", "running", "retry_wait"})
+# Queues, priorities and partitions (SPEC §7).
+DEFAULT_QUEUE: Final = "default"
+MAX_QUEUE_NAME_LENGTH: Final = 64
+MAX_PARTITION_LENGTH: Final = 256
+MIN_PRIORITY: Final = -100
+MAX_PRIORITY: Final = 100
+LOST_LEASE_POLICIES: Final = ("retry", "adjudicate")
+PARENT_FAILURE_POLICIES: Final = ("cancel", "run")
 # What a failed settle records when it names no error.
 DEFAULT_EXECUTION_ERROR: Final = {"code": "execution_failed", "message": "Execution failed"}
 # The statuses retention may remove, in the order of OCCURRENCE_STATUSES.
@@ -181,6 +201,35 @@ def normalize_identifier(
     if not text or too_long or _FORBIDDEN_IDENTIFIER_CHARACTER.search(text):
         raise InvalidArgument(f"{field} is not a valid identifier")
     return text
+
+
+def normalize_queue_name(value: object, field: str = "queue") -> str:
+    """A queue name: an identifier of at most 64 characters (SPEC §7)."""
+    return normalize_identifier(value, field, max_length=MAX_QUEUE_NAME_LENGTH)
+
+
+def normalize_partition(value: object, field: str = "partition") -> str:
+    """A partition (``"customer:42"``): an identifier of at most 256 characters."""
+    return normalize_identifier(value, field, max_length=MAX_PARTITION_LENGTH)
+
+
+def normalize_priority(value: object, field: str = "priority") -> int:
+    """A priority: an integer from -100 to 100; larger runs first (``bool`` is refused)."""
+    if type(value) is not int or not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise InvalidArgument(
+            f"{field} must be an integer between {MIN_PRIORITY} and {MAX_PRIORITY}",
+            details={"field": field},
+        )
+    return value
+
+
+def normalize_lost_lease_policy(value: object, field: str = "on_lost_lease") -> str:
+    """What a lost lease becomes: ``"retry"`` (run again) or ``"adjudicate"`` (SPEC §9)."""
+    if value not in LOST_LEASE_POLICIES:
+        raise InvalidArgument(
+            f"{field} must be one of {', '.join(LOST_LEASE_POLICIES)}", details={"field": field}
+        )
+    return str(value)
 
 
 # ---------------------------------------------------------------------------------------------

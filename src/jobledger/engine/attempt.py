@@ -280,7 +280,9 @@ class Attempt:
                 "SCHEDULER_RUNTIME_JOB_MISSING", "The occurrence's job does not exist"
             )
         self.kind = job.kind
-        if job.revision != occurrence.job_revision:
+        # Stale: the job changed how it runs after this occurrence was enqueued (an update of
+        # its queue or priority alone leaves run_revision, and the occurrence still runs).
+        if occurrence.job_revision < job.run_revision or occurrence.job_revision > job.revision:
             return self._reject(
                 "SCHEDULER_RUNTIME_STALE_REVISION",
                 "The job changed after this occurrence was enqueued",

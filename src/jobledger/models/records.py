@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ..contract import (
     DEFAULT_EXECUTION_ERROR,
+    DEFAULT_QUEUE,
     TERMINAL_STATUSES,
     canonical_json,
     normalize_authority,
@@ -20,6 +21,8 @@ from ..contract import (
     normalize_identifier,
     normalize_max_attempts,
     normalize_positive_int,
+    normalize_priority,
+    normalize_queue_name,
 )
 from ..errors import InvalidArgument
 
@@ -69,13 +72,22 @@ class Unset:
 UNSET: Any = Unset()
 
 OccurrenceStatus = Literal[
-    "queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"
+    "blocked", "queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"
 ]
+LostLeasePolicy = Literal["retry", "adjudicate"]
+ParentFailurePolicy = Literal["cancel", "run"]
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A job definition. ``revision`` starts at 1 and grows by one on every update."""
+    """A job definition. ``revision`` starts at 1 and grows by one on every update.
+
+    ``queue`` and ``priority`` (SPEC §7) are what its occurrences snapshot at enqueue, unless
+    an enqueue names its own; ``on_lost_lease`` what becomes of an occurrence whose worker is
+    gone (SPEC §9). ``run_revision`` is the newest revision that changed how the job runs: an
+    update of ``queue`` or ``priority`` alone makes a new revision but leaves it, so occurrences
+    enqueued before it are not stale.
+    """
 
     id: str
     kind: str
@@ -87,6 +99,10 @@ class Job:
     max_attempts: int
     created_at: int
     updated_at: int
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    on_lost_lease: LostLeasePolicy = "retry"
+    run_revision: int = 1
 
     def changes_to(self, wanted: Mapping[str, Any]) -> dict[str, Any]:
         """The entries of ``wanted`` (any of ``kind``, ``trigger``, ``payload``, ``authority``,
@@ -100,6 +116,9 @@ class Job:
             "authority": lambda value: canonical_json(normalize_authority(value)),
             "enabled": lambda value: value,
             "max_attempts": normalize_max_attempts,
+            "queue": normalize_queue_name,
+            "priority": normalize_priority,
+            "on_lost_lease": lambda value: value,
         }
         stored = {
             "kind": self.kind,
@@ -108,6 +127,9 @@ class Job:
             "authority": canonical_json(self.authority),
             "enabled": self.enabled,
             "max_attempts": self.max_attempts,
+            "queue": self.queue,
+            "priority": self.priority,
+            "on_lost_lease": self.on_lost_lease,
         }
         return {
             name: value for name, value in wanted.items() if normalized[name](value) != stored[name]
@@ -120,7 +142,11 @@ class Occurrence:
 
     ``deduplicated`` is only meaningful on the value returned by an enqueue: ``True`` when the
     firing already existed and nothing was written. ``kind`` is the job's kind (kept current
-    while the occurrence is live). ``job`` is set only on occurrences returned by a claim: the
+    while the occurrence is live). ``queue``, ``priority`` and ``partition`` are SPEC §7's
+    (snapshotted at enqueue); ``on_lost_lease`` the job's policy when it was enqueued;
+    ``snoozes`` how often its handler snoozed it; ``parents`` the occurrences it runs after
+    (SPEC §10; status ``blocked`` until they are terminal) and ``on_parent_failure`` what a
+    failed parent does to it. ``job`` is set only on occurrences returned by a claim: the
     job as it was inside the claiming transaction, so a runtime needs no second read; and on those
     ``reclaimed`` says the claim took over an expired lease.
     """
@@ -149,6 +175,13 @@ class Occurrence:
     kind: str = ""
     job: Job | None = field(default=None, compare=False, repr=False)
     reclaimed: bool = field(default=False, compare=False, repr=False)
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    partition: str | None = None
+    on_lost_lease: LostLeasePolicy = "retry"
+    snoozes: int = 0
+    parents: tuple[str, ...] = ()
+    on_parent_failure: ParentFailurePolicy | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -164,7 +197,10 @@ class EnqueueRequest:
     rule). ``payload`` left as ``UNSET`` snapshots the job's payload. ``match_payload`` (with
     ``once_per_trigger`` and a payload): an existing occurrence whose payload differs raises
     ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` (and the batch writes nothing) instead of being
-    returned as it is — an idempotency key reused for different work is a mistake."""
+    returned as it is — an idempotency key reused for different work is a mistake.
+    ``queue``/``priority`` ``None`` take the job's; ``partition`` ``None`` is none (SPEC §7);
+    a reused key with another queue, priority or partition returns the first occurrence
+    unchanged."""
 
     job_id: str
     scheduled_for: int
@@ -173,6 +209,9 @@ class EnqueueRequest:
     payload: Any = UNSET
     once_per_trigger: bool = False
     match_payload: bool = False
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,13 +359,16 @@ class OccurrenceCount:
 
 @dataclass(frozen=True, slots=True)
 class DueItem:
-    """The most overdue claimable occurrence of a kind: what the next claim of it takes."""
+    """The claimable occurrence the next claim of a (queue, kind) lane takes: its highest
+    priority, then the most overdue."""
 
     kind: str
     occurrence_id: str
     job_id: str
     status: str
     due_at: int
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,9 @@ class ScheduleOptions(TypedDict, total=False):
     ambiguous: str
     max_attempts: int
     enabled: bool
+    queue: str
+    priority: int
+    on_lost_lease: str | None
 
 
 SCHEDULE_DEFAULTS: Final[ScheduleOptions] = {
@@ -173,6 +176,9 @@ SCHEDULE_DEFAULTS: Final[ScheduleOptions] = {
     "ambiguous": "cron",
     "max_attempts": contract.DEFAULT_MAX_ATTEMPTS,
     "enabled": True,
+    "queue": contract.DEFAULT_QUEUE,
+    "priority": 0,
+    "on_lost_lease": None,
 }
 
 
@@ -246,5 +252,11 @@ def declare_schedule(
         "authority": normalized_authority,
         "enabled": enabled,
         "max_attempts": attempts,
+        "queue": _checked("queue", lambda: contract.normalize_queue_name(given["queue"])),
+        "priority": _checked("priority", lambda: contract.normalize_priority(given["priority"])),
+        "on_lost_lease": _checked(
+            "on_lost_lease",
+            lambda: contract.normalize_lost_lease_policy(given["on_lost_lease"] or "retry"),
+        ),
     }
     return ensure_job(store, key, wanted)

@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..contract import DEFAULT_MAX_ATTEMPTS
+from ..contract import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from ..errors import LeaseLost
 from ..models import (
     UNSET,
@@ -43,6 +43,7 @@ from ..models import (
     Outcome,
     PlanOutcome,
     PruneReport,
+    Queue,
     Renewal,
     SchedulePlan,
     ScheduleState,
@@ -130,9 +131,14 @@ class Store(Protocol):
         enabled: bool = True,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         actor: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        on_lost_lease: str = "retry",
     ) -> Job:
         """Create a job at revision 1 and append ``job_created`` (data ``{revision: 1}``, plus
-        ``actor`` when given).
+        ``actor`` when given). ``queue`` and ``priority`` are what its occurrences snapshot
+        unless an enqueue names its own (SPEC §7); ``on_lost_lease`` is ``"retry"`` or
+        ``"adjudicate"`` (SPEC §9).
 
         ``trigger`` defaults to ``{}`` and ``payload`` to ``null``. ``authority`` is normalized
         as an authority envelope. A trigger that claims to be a jobledger schedule
@@ -156,9 +162,11 @@ class Store(Protocol):
     ) -> Job:
         """Compare-and-swap update: apply ``patch`` only if the job is at ``expected_revision``.
 
-        Patch keys: ``kind, trigger, payload, authority, enabled, max_attempts`` (non-empty).
-        Always bumps the revision by one, so occurrences enqueued earlier become stale for the
-        runtime. The job's live occurrences follow its kind, workspace and enabled flag (a
+        Patch keys: ``kind, trigger, payload, authority, enabled, max_attempts, queue,
+        priority, on_lost_lease`` (non-empty). Always bumps the revision by one, so occurrences
+        enqueued earlier become stale for the runtime — unless the patch changes only ``queue``
+        and/or ``priority`` (``Job.run_revision`` stays): live occurrences keep their snapshot
+        and still run. The job's live occurrences follow its kind, workspace and enabled flag (a
         disabled job's backlog leaves the claim index). A schedule is planned again from this
         instant. Missing job → ``SCHEDULER_NOT_FOUND``; another revision →
         ``SCHEDULER_REVISION_CONFLICT`` with ``{expectedRevision, actualRevision}``. Appends
@@ -192,6 +200,9 @@ class Store(Protocol):
         trigger_key: str,
         available_at: int | None = None,
         payload: Any = UNSET,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> Occurrence:
         """Record one firing of a job; idempotent on (job, job revision, scheduled_for, key).
 
@@ -199,8 +210,9 @@ class Store(Protocol):
         enqueue of the same firing returns the stored occurrence with ``deduplicated=True`` and
         writes nothing — unless its ``payload`` differs, which raises
         ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH``. The payload defaults to the job's; authority
-        and max_attempts are snapshotted from the job. Missing job → ``SCHEDULER_NOT_FOUND``;
-        disabled job → ``SCHEDULER_JOB_DISABLED``. Appends ``occurrence_enqueued``.
+        and max_attempts are snapshotted from the job, and so are its queue and priority unless
+        given; ``partition`` defaults to none. Missing job → ``SCHEDULER_NOT_FOUND``; disabled
+        job → ``SCHEDULER_JOB_DISABLED``. Appends ``occurrence_enqueued``.
         """
         ...
 
@@ -212,11 +224,16 @@ class Store(Protocol):
         trigger_key: str,
         available_at: int | None = None,
         payload: Any = UNSET,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> Occurrence:
         """Like :meth:`enqueue_occurrence`, but one occurrence per (job, trigger key) forever.
 
         If one exists it is returned (``deduplicated=True``) without checking the job, its
-        revision or the payload; two or more raise ``SCHEDULER_DATA_CORRUPT``.
+        revision or the payload. The key is taken before the occurrence is written, so however
+        many processes enqueue it at the same instant, one occurrence results (the others wait
+        for it, or find it, and return it).
         """
         ...
 
@@ -266,16 +283,21 @@ class Store(Protocol):
         job_kind: str | None = None,
         workspace_id: str | None = None,
         kinds: Collection[str] | None = None,
+        queues: Collection[str] | None = None,
     ) -> Occurrence | None:
-        """Lease the most overdue claimable occurrence to ``owner_id`` for ``lease_ms``.
+        """Lease the next claimable occurrence to ``owner_id`` for ``lease_ms``.
 
-        First dead-letters (up to 100) running occurrences whose final attempt's lease expired
-        (error code ``lease_expired``). Claimable: the job is enabled, ``attempt <
-        max_attempts``, and either queued/retry_wait with ``available_at <= now`` or running
-        with ``lease_expires_at <= now`` (a reclaim). Order: due instant (lease expiry for a
-        reclaim), then ``scheduled_for``, then id. Filters: the job's kind (``job_kind``, or any
-        of ``kinds`` — not both) and the job authority's ``workspaceId``. The cost does not grow
-        with rows of other kinds, of disabled jobs or of settled history. Returns ``None`` when
+        First dead-letters running occurrences whose final attempt's lease expired (error code
+        ``lease_expired``) and those whose lost lease must be adjudicated (error code
+        ``SCHEDULER_OUTCOME_UNKNOWN``). Claimable: the job is enabled, ``attempt <
+        max_attempts``, and either queued/retry_wait with ``available_at <= now`` (admitted to
+        its partition) or running with ``lease_expires_at <= now`` (a reclaim); its queue is not
+        paused and its limits allow it (SPEC §7). Order: larger priority first, then due
+        instant (lease expiry for a reclaim), ``scheduled_for``, seq. Filters: the job's kind
+        (``job_kind``, or any of ``kinds`` — not both), ``queues``, and the job authority's
+        ``workspaceId``. The cost does not grow with rows of other kinds or queues, of disabled
+        jobs, of a paused queue, of a partition at its limit, of lower priority, of future work
+        or of settled history. Returns ``None`` when
         nothing is claimable. Appends ``occurrence_claimed`` or ``occurrence_reclaimed`` (data
         ``{attempt, previousOwner, previousStatus}``). The returned occurrence carries ``job``
         as read in the same transaction.
@@ -291,8 +313,12 @@ class Store(Protocol):
         job_kind: str | None = None,
         workspace_id: str | None = None,
         kinds: Collection[str] | None = None,
+        queues: Collection[str] | None = None,
+        limited: int | None = None,
     ) -> list[Occurrence]:
-        """Lease up to ``limit`` (1..1000) claimable occurrences in one transaction.
+        """Lease up to ``limit`` (1..1000) claimable occurrences in one transaction; at most
+        ``limited`` of them from queues with any limit (a worker's free slots: it claims ahead
+        only from queues without limits).
 
         The same as ``limit`` :meth:`claim_next` calls at one instant — same dead-lettering,
         same order, one claim event each — but with one commit, so a worker with several idle
@@ -308,7 +334,8 @@ class Store(Protocol):
         """Targeted claim of one occurrence, same rules as :meth:`claim_next`.
 
         Missing → ``SCHEDULER_NOT_FOUND``; not claimable now (not due, live lease, terminal,
-        job disabled, attempts exhausted) → ``None``. Event data adds ``targeted: true``.
+        blocked, job disabled, attempts exhausted, queue paused or at a limit, partition at its
+        limit) → ``None``. Event data adds ``targeted: true``.
         """
         ...
 
@@ -508,6 +535,32 @@ class Store(Protocol):
         """Check the whole database now — the O(size) checks an open skips: SQLite's
         ``integrity_check`` and foreign keys, the schema catalog, and that every stored
         authority is a valid envelope. Reads only; ``report.ok`` is True when all passed."""
+        ...
+
+    # -- queues (SPEC §7) ---------------------------------------------------------------------
+
+    def get_queue(self, name: str) -> Queue | None:
+        """A queue's declaration and pause state, or ``None`` when nobody declared it."""
+        ...
+
+    def list_queues(self) -> list[Queue]:
+        """Every declared (or paused) queue, by name."""
+        ...
+
+    def declare_queue(self, declaration: Queue, *, actor: str) -> Queue:
+        """Declare a queue's limits, replacing the previous declaration whole (omitted limits
+        become ``None``); the same declaration again changes nothing. The pause state is not
+        part of it. Appends a ``queue_updated`` audit record with ``actor``."""
+        ...
+
+    def pause_queue(self, name: str, *, reason: str, actor: str) -> Queue:
+        """Pause a queue (declaring it if nobody did): no claim takes from it once this
+        returns; running work finishes. Appends ``queue_paused`` with actor and reason."""
+        ...
+
+    def resume_queue(self, name: str, *, actor: str) -> Queue:
+        """Resume a paused queue (appends ``queue_resumed``); a queue not paused is returned as
+        it is."""
         ...
 
     def schema_info(self) -> SchemaInfo:

@@ -28,6 +28,7 @@ __all__ = [
     "normalize_limit",
     "normalize_optional_identifier",
     "normalize_page_limit",
+    "normalize_queues",
     "normalize_renewals",
     "normalize_requeue_args",
     "normalize_settlements",
@@ -45,7 +46,13 @@ PATCH_FIELDS = {
     "authority": "authority",
     "enabled": "enabled",
     "max_attempts": "maxAttempts",
+    "queue": "queue",
+    "priority": "priority",
+    "on_lost_lease": "onLostLease",
 }
+# What a patch may change without making the job's live occurrences stale (SPEC §7): they keep
+# the queue and priority they snapshotted, and still run.
+RUN_NEUTRAL_FIELDS = frozenset({"queue", "priority"})
 
 
 def normalize_boolean(value: object, field: str) -> bool:
@@ -74,6 +81,9 @@ class JobInput:
     authority: dict[str, Any]
     enabled: bool
     max_attempts: int
+    queue: str = contract.DEFAULT_QUEUE
+    priority: int = 0
+    on_lost_lease: str = "retry"
 
 
 def validate_trigger(trigger: Any, field: str = "job.trigger") -> None:
@@ -100,6 +110,9 @@ def normalize_job_input(
     payload: object,
     enabled: object,
     max_attempts: object,
+    queue: object = contract.DEFAULT_QUEUE,
+    priority: object = 0,
+    on_lost_lease: object = "retry",
 ) -> JobInput:
     job = JobInput(
         id=contract.normalize_identifier(id, "job.id"),
@@ -109,6 +122,9 @@ def normalize_job_input(
         authority=contract.normalize_authority(authority),
         enabled=normalize_boolean(enabled, "job.enabled"),
         max_attempts=contract.normalize_max_attempts(max_attempts),
+        queue=contract.normalize_queue_name(queue, "job.queue"),
+        priority=contract.normalize_priority(priority, "job.priority"),
+        on_lost_lease=contract.normalize_lost_lease_policy(on_lost_lease, "job.on_lost_lease"),
     )
     validate_trigger(job.trigger)
     return job
@@ -139,6 +155,14 @@ def normalize_job_patch(patch: object) -> tuple[dict[str, Any], list[str]]:
         normalized["enabled"] = normalize_boolean(patch["enabled"], "job.enabled")
     if "max_attempts" in patch:
         normalized["max_attempts"] = contract.normalize_max_attempts(patch["max_attempts"])
+    if "queue" in patch:
+        normalized["queue"] = contract.normalize_queue_name(patch["queue"], "job.queue")
+    if "priority" in patch:
+        normalized["priority"] = contract.normalize_priority(patch["priority"], "job.priority")
+    if "on_lost_lease" in patch:
+        normalized["on_lost_lease"] = contract.normalize_lost_lease_policy(
+            patch["on_lost_lease"], "job.on_lost_lease"
+        )
     changed = sorted(PATCH_FIELDS[key] for key in patch)
     return normalized, changed
 
@@ -158,6 +182,9 @@ class EnqueueInput:
     payload_json: str | None
     once_per_trigger: bool
     match_payload: bool = False
+    queue: str | None = None
+    priority: int | None = None
+    partition: str | None = None
 
 
 def normalize_enqueue(
@@ -169,6 +196,9 @@ def normalize_enqueue(
     *,
     once_per_trigger: bool,
     match_payload: bool = False,
+    queue: object = None,
+    priority: object = None,
+    partition: object = None,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -182,7 +212,17 @@ def normalize_enqueue(
         value = contract.normalize_json(payload, "occurrence.payload")
         text = contract.encode_trusted_json(value)
     return EnqueueInput(
-        key, scheduled, trigger, available, value, text, once_per_trigger, match_payload
+        key,
+        scheduled,
+        trigger,
+        available,
+        value,
+        text,
+        once_per_trigger,
+        match_payload,
+        queue=None if queue is None else contract.normalize_queue_name(queue),
+        priority=None if priority is None else contract.normalize_priority(priority),
+        partition=None if partition is None else contract.normalize_partition(partition),
     )
 
 
@@ -211,6 +251,9 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     item.payload,
                     once_per_trigger=normalize_boolean(item.once_per_trigger, "oncePerTrigger"),
                     match_payload=normalize_boolean(item.match_payload, "matchPayload"),
+                    queue=item.queue,
+                    priority=item.priority,
+                    partition=item.partition,
                 )
             )
         except InvalidArgument as exc:
@@ -262,6 +305,21 @@ def normalize_kinds(job_kind: object, kinds: object) -> list[str] | None:
     if not kinds:
         raise InvalidArgument("kinds must not be empty (pass None for every kind)")
     return sorted({contract.normalize_identifier(k, "kinds", max_length=128) for k in kinds})
+
+
+def normalize_queues(queues: object, field: str = "queues") -> list[str] | None:
+    """The queues a claim may take from (sorted, unique), or ``None`` for every queue."""
+    if queues is None:
+        return None
+    if isinstance(queues, str) or not isinstance(queues, Collection):
+        raise InvalidArgument(
+            f"{field} must be a collection of queue names (not a string)", details={"field": field}
+        )
+    if not queues:
+        raise InvalidArgument(
+            f"{field} must not be empty (pass None for every queue)", details={"field": field}
+        )
+    return sorted({contract.normalize_queue_name(q, field) for q in queues})
 
 
 # -- leases -------------------------------------------------------------------------------------

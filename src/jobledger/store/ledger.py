@@ -15,6 +15,7 @@ from .operations import (
     JobOperations,
     LeaseOperations,
     OccurrenceOperations,
+    QueueOperations,
     ScheduleOperations,
 )
 from .tx import Row, Tx, WorkSignal, validate_clock_reading
@@ -29,5 +30,6 @@ class LedgerStore(
     LeaseOperations,
     AdminOperations,
     ScheduleOperations,
+    QueueOperations,
 ):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

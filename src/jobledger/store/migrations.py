@@ -50,6 +50,7 @@ LADDER: tuple[tuple[int, str], ...] = (
     (1, "scheduler-kernel-v1"),
     (2, "jobledger-requeue-v2"),
     (3, "jobledger-everyday-v3"),
+    (4, "jobledger-queues-v4"),
 )
 LATEST_VERSION = LADDER[-1][0]
 

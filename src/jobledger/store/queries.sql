@@ -12,10 +12,12 @@ SELECT * FROM jobs WHERE job_id = :job_id
 -- name: insert_job
 INSERT INTO jobs
   (job_id, kind, trigger_json, payload_json, authority_json,
-   enabled, revision, max_attempts, created_at, updated_at)
+   enabled, revision, max_attempts, created_at, updated_at,
+   queue, priority, on_lost_lease, run_revision, authority_id)
 VALUES
   (:job_id, :kind, :trigger_json, :payload_json, :authority_json,
-   :enabled, 1, :max_attempts, :now, :now)
+   :enabled, 1, :max_attempts, :now, :now,
+   :queue, :priority, :on_lost_lease, 1, :authority_id)
 
 -- name: update_job
 UPDATE jobs
@@ -26,16 +28,22 @@ SET kind = :kind,
     enabled = :enabled,
     revision = :next_revision,
     max_attempts = :max_attempts,
-    updated_at = :now
+    updated_at = :now,
+    queue = :queue,
+    priority = :priority,
+    on_lost_lease = :on_lost_lease,
+    run_revision = :run_revision,
+    authority_id = :authority_id
 WHERE job_id = :job_id AND revision = :expected_revision
 
 -- name: sync_live_occurrences
 -- A job's kind, workspace and enabled flag are copied onto its live occurrences, which is what
--- lets claims read one index per kind (see the v3 migration).
+-- lets claims read one index lane per (queue, kind) (see the v3 and v4 migrations). Queue and
+-- priority are not: an occurrence keeps the ones it was enqueued with (SPEC §7).
 UPDATE occurrences
 SET kind = :kind, workspace_id = :workspace_id, runnable = :runnable
 WHERE job_id = :job_id
-  AND status IN ('queued', 'running', 'retry_wait')
+  AND status IN ('blocked', 'queued', 'running', 'retry_wait')
   AND (kind <> :kind OR runnable <> :runnable
        OR COALESCE(workspace_id, '') <> COALESCE(:workspace_id, ''))
 
@@ -47,10 +55,21 @@ LIMIT :limit
 
 -- name: count_live_occurrences_of_job
 SELECT COUNT(*) AS live FROM occurrences
-WHERE job_id = :job_id AND status IN ('queued', 'running', 'retry_wait')
+WHERE job_id = :job_id AND status IN ('blocked', 'queued', 'running', 'retry_wait')
 
 -- name: delete_requeues_of_job
 DELETE FROM jobledger_requeues WHERE job_id = :job_id
+
+-- name: delete_keys_of_job
+DELETE FROM jobledger_keys WHERE job_id = :job_id
+
+-- name: delete_adjudications_of_job
+DELETE FROM jobledger_adjudications WHERE job_id = :job_id
+
+-- name: delete_dependencies_of_job
+DELETE FROM jobledger_dependencies
+WHERE parent_seq IN (SELECT seq FROM occurrences WHERE job_id = :job_id)
+   OR child_seq IN (SELECT seq FROM occurrences WHERE job_id = :job_id)
 
 -- name: delete_events_of_job
 DELETE FROM events WHERE job_id = :job_id
@@ -142,28 +161,59 @@ LIMIT :limit
 -- name: insert_occurrence_from_job
 -- The job row is re-read inside the insert: the occurrence is written only if the job still has
 -- the revision the caller derived the identity from and is enabled; its payload (unless
--- overridden), authority, max_attempts and kind are snapshotted from that row.
+-- overridden), authority, max_attempts, kind, queue and priority (unless given) and lost-lease
+-- policy are snapshotted from that row. It waits for staging (gate 1) when it is not due yet,
+-- or when its partition's admission is limited; otherwise it is ready at once (gate 0).
 INSERT INTO occurrences
-  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+  (occurrence_id, job_id, job_revision, trigger_key,
    scheduled_for, available_at, status, attempt, max_attempts, fence,
-   lease_owner, lease_expires_at, authority_json, payload_json,
+   lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable)
-SELECT :occurrence_id, j.job_id, j.revision, :idempotency_key, :trigger_key,
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+SELECT :occurrence_id, j.job_id, j.revision, :trigger_key,
        :scheduled_for, :available_at, 'queued', 0, j.max_attempts, 0,
-       NULL, NULL, j.authority_json, COALESCE(:payload_json, j.payload_json),
+       NULL, NULL, j.authority_id, COALESCE(:payload_json, j.payload_json),
        NULL, NULL, :now, :now, NULL,
-       j.kind, :workspace_id, 1
+       j.kind, :workspace_id, 1,
+       COALESCE(CAST(:queue AS TEXT), j.queue),
+       COALESCE(CAST(:priority AS INTEGER), j.priority),
+       CAST(:partition_key AS TEXT),
+       CASE
+         WHEN CAST(:available_at AS BIGINT) > CAST(:now AS BIGINT) THEN 1
+         WHEN CAST(:partition_key AS TEXT) IS NOT NULL AND EXISTS (
+           SELECT 1 FROM jobledger_queues AS q
+           WHERE q.name = COALESCE(CAST(:queue AS TEXT), j.queue)
+             AND (q.partition_concurrency IS NOT NULL OR q.partition_rate_limit IS NOT NULL)
+         ) THEN 1
+         ELSE 0
+       END,
+       CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
+       CAST(:trace_json AS TEXT)
 FROM jobs AS j
 WHERE j.job_id = :job_id AND j.revision = :job_revision AND j.enabled = 1
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING occurrence_id
+ON CONFLICT (occurrence_id) DO NOTHING
+RETURNING occurrence_id, seq, queue, priority
 
 -- name: get_occurrence
 SELECT * FROM occurrences WHERE occurrence_id = :occurrence_id
 
--- name: get_occurrence_by_key
-SELECT * FROM occurrences WHERE idempotency_key = :idempotency_key
+-- name: take_key
+-- An idempotency key's row goes in first (its occurrence id is checked at commit): a second
+-- transaction with the same key waits for this one (PostgreSQL) or runs after it (SQLite), and
+-- then inserts nothing here.
+INSERT INTO jobledger_keys (job_id, trigger_key, occurrence_id)
+VALUES (:job_id, :trigger_key, :occurrence_id)
+ON CONFLICT (job_id, trigger_key) DO NOTHING
+RETURNING occurrence_id
+
+-- name: occurrence_of_key
+SELECT o.* FROM jobledger_keys AS k
+JOIN occurrences AS o ON o.occurrence_id = k.occurrence_id
+WHERE k.job_id = :job_id AND k.trigger_key = :trigger_key
+
+-- name: point_key
+UPDATE jobledger_keys SET occurrence_id = :occurrence_id
+WHERE job_id = :job_id AND trigger_key = :trigger_key
 
 -- name: list_occurrences_by_trigger
 SELECT * FROM occurrences
@@ -179,15 +229,25 @@ ORDER BY settled_at DESC, occurrence_id LIMIT :limit
 SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = :job_id
 ORDER BY settled_at DESC, occurrence_id LIMIT :limit
 
--- Listing pages newest first by (created_at, occurrence_id); the cursor is the last row's pair.
+-- Listing pages newest first by (created_at, seq); the cursor is the last row's created_at and
+-- id (the id's seq is looked up: cursor_seq).
+
+-- name: parents_of
+SELECT p.occurrence_id FROM jobledger_dependencies AS d
+JOIN occurrences AS p ON p.seq = d.parent_seq
+WHERE d.child_seq = :seq
+ORDER BY p.seq
+
+-- name: seq_of_occurrence
+SELECT seq FROM occurrences WHERE occurrence_id = :occurrence_id
 
 -- name: list_occurrences_by_status
 SELECT * FROM occurrences
 WHERE status = :status
   AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
   AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
-ORDER BY created_at DESC, occurrence_id DESC
+       OR (created_at = :cursor_at AND seq < :cursor_seq))
+ORDER BY created_at DESC, seq DESC
 LIMIT :limit
 
 -- name: list_occurrences_by_kind
@@ -195,8 +255,8 @@ SELECT * FROM occurrences
 WHERE kind = :kind
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
   AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
-ORDER BY created_at DESC, occurrence_id DESC
+       OR (created_at = :cursor_at AND seq < :cursor_seq))
+ORDER BY created_at DESC, seq DESC
 LIMIT :limit
 
 -- name: list_occurrences_by_job
@@ -205,15 +265,15 @@ WHERE job_id = :job_id
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
   AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
   AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
-ORDER BY created_at DESC, occurrence_id DESC
+       OR (created_at = :cursor_at AND seq < :cursor_seq))
+ORDER BY created_at DESC, seq DESC
 LIMIT :limit
 
 -- name: list_occurrences_all
 SELECT * FROM occurrences
 WHERE (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND occurrence_id < :cursor_id))
-ORDER BY created_at DESC, occurrence_id DESC
+       OR (created_at = :cursor_at AND seq < :cursor_seq))
+ORDER BY created_at DESC, seq DESC
 LIMIT :limit
 
 -- name: count_occurrences
@@ -238,103 +298,99 @@ WHERE status = 'running' AND lease_owner = :owner_id
 -- leases
 
 -- name: dead_letter_expired_lease
+-- A final attempt's expired lease, or an outcome-unknown one (adjudicate = 1), ends in a dead
+-- letter; the instant never goes back before the row's last change (see renew_lease).
 UPDATE occurrences
 SET status = 'dead_letter',
     lease_owner = NULL,
     lease_expires_at = NULL,
     last_error_json = :error_json,
-    updated_at = :now,
-    settled_at = :now
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
   AND lease_expires_at <= :now
-  AND attempt >= max_attempts
-RETURNING kind
-
--- name: apply_claim
-UPDATE occurrences
-SET status = 'running',
-    attempt = attempt + 1,
-    fence = fence + 1,
-    lease_owner = :owner_id,
-    lease_expires_at = :lease_expires_at,
-    updated_at = :now,
-    settled_at = NULL
-WHERE occurrence_id = :occurrence_id
-  AND fence = :expected_fence
-  AND attempt < max_attempts
-  AND (
-    (status IN ('queued', 'retry_wait') AND available_at <= :now)
-    OR
-    (status = 'running' AND lease_expires_at <= :now)
-  )
-RETURNING *
+  AND (attempt >= max_attempts OR adjudicate = 1)
+RETURNING kind, queue, partition_key, updated_at
 
 -- name: renew_lease
+-- "Unexpired" is judged against the later of this transaction's clock and the row's last
+-- change: a lease the reaper ended (lease_expires_at = its instant) stays ended even for a
+-- renewal whose transaction read its clock a moment before the reaper's (PostgreSQL reads the
+-- clock when a transaction begins, and this one may have waited for the row lock).
 UPDATE occurrences
 SET lease_expires_at = CASE WHEN lease_expires_at > :lease_expires_at
                             THEN lease_expires_at ELSE :lease_expires_at END,
-    updated_at = :now
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > :now
+  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
 RETURNING *
 
 -- name: settle_occurrence
 -- Where the attempt goes is decided here, from the row itself, so a settle needs no read first:
--- succeeded; retry_wait when the failure is retryable and attempts remain; else dead_letter.
+-- succeeded; retry_wait when the failure is retryable and attempts remain (waiting for staging:
+-- gate 1); else dead_letter. Lease and instants as in renew_lease.
 UPDATE occurrences
 SET status = CASE
       WHEN :succeeded = 1 THEN 'succeeded'
       WHEN :retryable = 1 AND attempt < max_attempts THEN 'retry_wait'
       ELSE 'dead_letter' END,
     available_at = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN :retry_available_at
+      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts
+      THEN (CASE WHEN :retry_available_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) THEN :retry_available_at ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END)
       ELSE available_at END,
+    gate = CASE
+      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN 1
+      ELSE gate END,
     lease_owner = NULL,
     lease_expires_at = NULL,
     last_error_json = :error_json,
     result_json = :result_json,
-    updated_at = :now,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = CASE
       WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN NULL
-      ELSE :now END
+      ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > :now
+  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
 RETURNING *
 
 -- name: release_lease
+-- Given back unfinished (no attempt spent): claimable again at once, through staging.
 UPDATE occurrences
 SET status = 'retry_wait',
     attempt = attempt - 1,
-    available_at = :now,
+    available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    gate = 1,
     lease_owner = NULL,
     lease_expires_at = NULL,
-    updated_at = :now
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > :now
+  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
 RETURNING *
 
 -- name: expire_lease
 -- A lease whose holder is known to be gone (its process or database session) ends now, so the
--- next claim takes the occurrence over (or dead-letters it, on its final attempt).
+-- next claim takes the occurrence over (or dead-letters it, on its final attempt, or as an
+-- outcome-unknown one). lease_expires_at = updated_at: no renewal can pass renew_lease's check
+-- again, whatever clock reading it carries.
 UPDATE occurrences
-SET lease_expires_at = :now, updated_at = :now
+SET lease_expires_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END, updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > :now
+  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
 RETURNING *
 
 -- name: cancel_occurrence
@@ -343,18 +399,20 @@ SET status = 'cancelled',
     lease_owner = NULL,
     lease_expires_at = NULL,
     last_error_json = :error_json,
-    updated_at = :now,
-    settled_at = :now
+    pending_parents = 0,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
-  AND status IN ('queued', 'retry_wait', 'running')
+  AND status IN ('blocked', 'queued', 'retry_wait', 'running')
 RETURNING *
 
 -- name: requeue_dead_letter
 UPDATE occurrences
 SET status = 'retry_wait',
-    available_at = :now,
+    available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    gate = 1,
     max_attempts = attempt + 1,
-    updated_at = :now,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = NULL
 WHERE occurrence_id = :occurrence_id
   AND status = 'dead_letter'
@@ -394,10 +452,20 @@ ORDER BY minute, kind
 -- name: select_prunable
 -- Terminal occurrences settled before the cutoff. created_at <= settled_at, so the status index
 -- can range on created_at; settled_at is checked per row.
-SELECT occurrence_id, job_id, status FROM occurrences
+SELECT seq, occurrence_id, job_id, trigger_key, status FROM occurrences
 WHERE status = :status AND created_at < :before AND settled_at < :before
-ORDER BY created_at, occurrence_id
+ORDER BY created_at, seq
 LIMIT :limit
+
+-- name: delete_key_of_occurrence
+DELETE FROM jobledger_keys
+WHERE job_id = :job_id AND trigger_key = :trigger_key AND occurrence_id = :occurrence_id
+
+-- name: delete_dependencies_of_occurrence
+DELETE FROM jobledger_dependencies WHERE parent_seq = :seq OR child_seq = :seq
+
+-- name: delete_adjudication_of_occurrence
+DELETE FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id
 
 -- name: delete_requeues_of_occurrence
 DELETE FROM jobledger_requeues WHERE occurrence_id = :occurrence_id
@@ -499,3 +567,123 @@ UNION ALL
 SELECT 1 AS planned FROM events
 WHERE job_id = :job_id AND event_type = 'schedule_slots_skipped' AND data_json LIKE :pattern
 LIMIT 1
+
+-- ===========================================================================================
+-- queues (SPEC §7): declarations, pause, and what a claim counts
+
+-- name: get_queue
+SELECT * FROM jobledger_queues WHERE name = :name
+
+-- name: list_queues
+SELECT * FROM jobledger_queues ORDER BY name
+
+-- name: declare_queue
+-- A declaration replaces every limit of the previous one; the pause state is not part of it.
+INSERT INTO jobledger_queues
+  (name, concurrency, worker_concurrency, partition_concurrency, rate_limit, rate_per_ms,
+   partition_rate_limit, partition_rate_per_ms, paused, paused_reason, paused_at, paused_by,
+   revision, created_at, updated_at)
+VALUES
+  (:name, :concurrency, :worker_concurrency, :partition_concurrency, :rate_limit, :rate_per_ms,
+   :partition_rate_limit, :partition_rate_per_ms, 0, NULL, NULL, NULL, 1, :now, :now)
+ON CONFLICT (name) DO UPDATE
+SET concurrency = excluded.concurrency,
+    worker_concurrency = excluded.worker_concurrency,
+    partition_concurrency = excluded.partition_concurrency,
+    rate_limit = excluded.rate_limit,
+    rate_per_ms = excluded.rate_per_ms,
+    partition_rate_limit = excluded.partition_rate_limit,
+    partition_rate_per_ms = excluded.partition_rate_per_ms,
+    revision = jobledger_queues.revision + 1,
+    updated_at = excluded.updated_at
+RETURNING *
+
+-- name: pause_queue
+-- Pausing a queue nobody declared declares it (no limits, paused).
+INSERT INTO jobledger_queues
+  (name, paused, paused_reason, paused_at, paused_by, revision, created_at, updated_at)
+VALUES (:name, 1, :reason, :now, :actor, 1, :now, :now)
+ON CONFLICT (name) DO UPDATE
+SET paused = 1,
+    paused_reason = excluded.paused_reason,
+    paused_at = excluded.paused_at,
+    paused_by = excluded.paused_by,
+    updated_at = excluded.updated_at
+RETURNING *
+
+-- name: resume_queue
+UPDATE jobledger_queues
+SET paused = 0, paused_reason = NULL, paused_at = NULL, paused_by = NULL, updated_at = :now
+WHERE name = :name
+RETURNING *
+
+-- name: regate_ready_partitions
+-- After a partition limit was tightened: admitted rows go back through admission (staging).
+UPDATE occurrences SET gate = 1
+WHERE queue = :queue AND partition_key IS NOT NULL
+  AND status IN ('queued', 'retry_wait') AND gate = 0
+
+-- name: regate_held_partitions
+UPDATE occurrences SET gate = 1
+WHERE queue = :queue AND partition_key IS NOT NULL
+  AND status IN ('queued', 'retry_wait') AND gate = 2
+
+-- name: count_running_in_queue
+-- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = :queue AND status = 'running'
+  LIMIT :cap
+) AS running
+
+-- name: count_running_of_owner_in_queue
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = :queue AND lease_owner = :owner_id AND status = 'running'
+  LIMIT :cap
+) AS running
+
+-- name: count_lane_occupancy
+-- A partition's running rows and its admitted (ready) ones, bounded by the limit.
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = :queue AND partition_key = :partition_key AND partition_key IS NOT NULL
+    AND (status = 'running'
+         OR (status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1))
+  LIMIT :cap
+) AS occupying
+
+-- name: get_rate_window
+SELECT * FROM jobledger_rate_windows WHERE queue = :queue AND partition_key = :partition_key
+
+-- name: take_rate_tokens
+-- Take :n claims from the current window (windows aligned to the epoch); a new window starts
+-- from zero. The caller never asks for more than the window has left.
+INSERT INTO jobledger_rate_windows (queue, partition_key, window_start, claims, wake_at)
+VALUES (:queue, :partition_key, :window_start, :n, NULL)
+ON CONFLICT (queue, partition_key) DO UPDATE
+SET claims = CASE WHEN jobledger_rate_windows.window_start = excluded.window_start
+                  THEN jobledger_rate_windows.claims + excluded.claims
+                  ELSE excluded.claims END,
+    window_start = excluded.window_start
+
+-- name: set_rate_wake
+-- Held rows of a partition wait for the next window: staging admits them again then.
+INSERT INTO jobledger_rate_windows (queue, partition_key, window_start, claims, wake_at)
+VALUES (:queue, :partition_key, :window_start, 0, :wake_at)
+ON CONFLICT (queue, partition_key) DO UPDATE SET wake_at = excluded.wake_at
+
+-- name: due_rate_wakes
+SELECT queue, partition_key FROM jobledger_rate_windows
+WHERE wake_at IS NOT NULL AND wake_at <= :now
+ORDER BY wake_at
+LIMIT :limit
+
+-- name: clear_rate_wake
+UPDATE jobledger_rate_windows SET wake_at = NULL
+WHERE queue = :queue AND partition_key = :partition_key
+
+-- name: occurrence_lane
+SELECT seq, queue, partition_key, status, gate FROM occurrences
+WHERE occurrence_id = :occurrence_id
+

@@ -13,12 +13,15 @@ from typing import Any
 
 from .. import contract
 from ..errors import DataCorrupt, InvalidArgument
-from ..models import Event, Job, Occurrence
+from ..models import Event, Job, Occurrence, Queue, Rate
 
 __all__ = [
     "event_from_row",
+    "idempotency_key_of",
     "job_from_row",
     "occurrence_from_row",
+    "queue_from_row",
+    "read_authority",
     "read_stored_authority",
     "read_stored_json",
 ]
@@ -61,16 +64,35 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         max_attempts=int(row["max_attempts"]),
         created_at=int(row["created_at"]),
         updated_at=int(row["updated_at"]),
+        queue=row["queue"],
+        priority=int(row["priority"]),
+        on_lost_lease=row["on_lost_lease"],
+        run_revision=int(row["run_revision"]),
     )
+
+
+def read_authority(encoded: object) -> dict[str, Any]:
+    """A stored authority envelope (``jobledger_authorities``), parsed."""
+    return _read_object(encoded, "occurrence authority")
+
+
+def idempotency_key_of(occurrence_id: str) -> str:
+    """``scheduler:v1:<hex>``: the same digest as the occurrence id (``occ_<hex>``), which is why
+    schema v4 no longer stores it."""
+    return "scheduler:v1:" + occurrence_id[4:]
 
 
 def occurrence_from_row(
     row: Mapping[str, Any],
     *,
+    authority: dict[str, Any],
     deduplicated: bool = False,
     job: Job | None = None,
     reclaimed: bool = False,
+    parents: tuple[str, ...] = (),
 ) -> Occurrence:
+    """An occurrence from its row; ``authority`` is its ``authority_id``'s envelope (authorities
+    are stored once: the store resolves and caches them)."""
     last_error = row["last_error_json"]
     result = row["result_json"]
     lease_expires_at = row["lease_expires_at"]
@@ -79,7 +101,7 @@ def occurrence_from_row(
         id=row["occurrence_id"],
         job_id=row["job_id"],
         job_revision=int(row["job_revision"]),
-        idempotency_key=row["idempotency_key"],
+        idempotency_key=idempotency_key_of(row["occurrence_id"]),
         trigger_key=row["trigger_key"],
         scheduled_for=int(row["scheduled_for"]),
         available_at=int(row["available_at"]),
@@ -89,7 +111,7 @@ def occurrence_from_row(
         fence=int(row["fence"]),
         lease_owner=row["lease_owner"],
         lease_expires_at=None if lease_expires_at is None else int(lease_expires_at),
-        authority=_read_object(row["authority_json"], "occurrence authority"),
+        authority=authority,
         payload=read_stored_json(row["payload_json"], "occurrence payload"),
         last_error=None if last_error is None else read_stored_json(last_error, "occurrence error"),
         result=None if result is None else read_stored_json(result, "occurrence result"),
@@ -100,6 +122,13 @@ def occurrence_from_row(
         kind=row["kind"],
         job=job,
         reclaimed=reclaimed,
+        queue=row["queue"],
+        priority=int(row["priority"]),
+        partition=row["partition_key"],
+        on_lost_lease="adjudicate" if row["adjudicate"] else "retry",
+        snoozes=int(row["snoozes"]),
+        parents=parents,
+        on_parent_failure=row["on_parent_failure"],
     )
 
 
@@ -116,3 +145,31 @@ def event_from_row(row: Mapping[str, Any]) -> Event:
         fence=None if fence is None else int(fence),
         data=data,
     )
+
+
+def queue_from_row(row: Mapping[str, Any]) -> Queue:
+    rate_limit, rate_per = row["rate_limit"], row["rate_per_ms"]
+    partition_limit, partition_per = row["partition_rate_limit"], row["partition_rate_per_ms"]
+    return Queue(
+        name=row["name"],
+        concurrency=_optional_int(row["concurrency"]),
+        worker_concurrency=_optional_int(row["worker_concurrency"]),
+        partition_concurrency=_optional_int(row["partition_concurrency"]),
+        rate=None if rate_limit is None else Rate.from_ms(int(rate_limit), int(rate_per)),
+        partition_rate=(
+            None
+            if partition_limit is None
+            else Rate.from_ms(int(partition_limit), int(partition_per))
+        ),
+        paused=bool(row["paused"]),
+        paused_reason=row["paused_reason"],
+        paused_at=_optional_int(row["paused_at"]),
+        paused_by=row["paused_by"],
+        revision=int(row["revision"]),
+        created_at=int(row["created_at"]),
+        updated_at=int(row["updated_at"]),
+    )
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]

@@ -54,7 +54,7 @@ class Tx(Protocol):
         ``insert_occurrences_from_jobs``) holding ``rows``: see :func:`table_parameter`."""
         ...
 
-    def id_list(self, values: Sequence[str]) -> object:
+    def id_list(self, values: Sequence[str] | Sequence[int]) -> object:
         """``values`` as one query parameter holding a list (``:ids`` in a query): a JSON array
         for SQLite's ``json_each``, an array for PostgreSQL's ``= ANY``."""
         ...

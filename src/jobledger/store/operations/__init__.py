@@ -11,6 +11,7 @@ from .claims import ClaimOperations
 from .jobs import JobOperations
 from .leases import LeaseOperations
 from .occurrences import OccurrenceOperations
+from .queues import QueueOperations
 from .schedules import ScheduleOperations
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "LeaseOperations",
     "OccurrenceOperations",
     "OperationsBase",
+    "QueueOperations",
     "ScheduleOperations",
 ]

@@ -104,6 +104,17 @@ class AdminOperations(OperationsBase):
         if not found:
             return {"occurrences": 0, "events": 0, "requeues": 0}
         ids = [{"occurrence_id": row["occurrence_id"]} for row in found]
+        for row in found:
+            tx.run(
+                "delete_key_of_occurrence",
+                {
+                    "job_id": row["job_id"],
+                    "trigger_key": row["trigger_key"],
+                    "occurrence_id": row["occurrence_id"],
+                },
+            )
+            tx.run("delete_dependencies_of_occurrence", {"seq": row["seq"]})
+            tx.run("delete_adjudication_of_occurrence", {"occurrence_id": row["occurrence_id"]})
         requeues = sum(tx.run("delete_requeues_of_occurrence", item) for item in ids)
         events = sum(tx.run("delete_events_of_occurrence", item) for item in ids)
         occurrences = sum(tx.run("delete_occurrence", item) for item in ids)
@@ -207,24 +218,29 @@ class AdminOperations(OperationsBase):
         ]
 
     def oldest_due(self, *, kinds: Collection[str] | None = None) -> list[DueItem]:
-        """Per kind, the most overdue claimable occurrence (what the next claim takes)."""
+        """Per (queue, kind) lane with ready work, the occurrence the next claim of that lane
+        takes (its highest priority, then most overdue)."""
         self._assert_open()
         wanted = inputs.normalize_kinds(None, kinds)
 
         def body(tx: Tx) -> list[DueItem]:
             now = tx.now()
-            names = wanted or [row["kind"] for row in tx.all("live_kinds")]
             items: list[DueItem] = []
-            for kind in names:
-                row = tx.one("oldest_due", {"kind": kind, "now": now})
+            for lane in tx.all("ready_lanes"):
+                if wanted is not None and lane["kind"] not in wanted:
+                    continue
+                params = {"queue": lane["queue"], "kind": lane["kind"], "now": now}
+                row = tx.one("next_ready", params)
                 if row is not None:
                     items.append(
                         DueItem(
-                            kind=kind,
+                            kind=lane["kind"],
                             occurrence_id=row["occurrence_id"],
                             job_id=row["job_id"],
                             status=row["status"],
                             due_at=int(row["due_at"]),
+                            queue=lane["queue"],
+                            priority=int(row["priority"]),
                         )
                     )
             return items

@@ -6,13 +6,13 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 from ... import contract
 from ...errors import DataCorrupt
-from ...models import SchemaInfo, VerifyReport
-from .. import common
+from ...models import Occurrence, SchemaInfo, VerifyReport
+from .. import common, rows
 from ..tx import Row, Tx, WorkSignal
 
 __all__ = ["JobMeta", "OperationsBase", "required"]
@@ -37,6 +37,11 @@ class JobMeta:
     payload_json: str
     authority_json: str
     max_attempts: int
+    queue: str = contract.DEFAULT_QUEUE
+    priority: int = 0
+    on_lost_lease: str = "retry"
+    authority_id: int = 0
+    authority: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: Row) -> JobMeta:
@@ -51,6 +56,11 @@ class JobMeta:
             payload_json=row["payload_json"],
             authority_json=row["authority_json"],
             max_attempts=int(row["max_attempts"]),
+            queue=row["queue"],
+            priority=int(row["priority"]),
+            on_lost_lease=row["on_lost_lease"],
+            authority_id=int(row["authority_id"] or 0),
+            authority=authority if isinstance(authority, dict) else {},
         )
 
 
@@ -61,6 +71,9 @@ class OperationsBase(ABC):
     _work_signal: WorkSignal | None = None
     _job_cache: OrderedDict[str, JobMeta] | None = None
     _job_cache_lock = threading.Lock()
+    # authority_id -> envelope: authority rows never change or go away, so this never goes
+    # stale (it is bounded by the number of distinct authorities in the store).
+    _authorities: dict[int, dict[str, Any]] | None = None
 
     @property
     def work_signal(self) -> WorkSignal:
@@ -87,12 +100,33 @@ class OperationsBase(ABC):
     def _assert_open(self) -> None: ...
 
     @abstractmethod
-    def _claim_candidates(
-        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
+    def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
+        """Serialize claims, pauses and admissions per queue, owner or partition (lock names,
+        in the order given). PostgreSQL takes transaction-scoped advisory locks; SQLite needs
+        none: one writer at a time already serializes every write transaction."""
+
+    def _probe_ready(
+        self,
+        tx: Tx,
+        *,
+        now: int,
+        lanes: Sequence[tuple[str, str, int]],
+        workspace: str | None,
     ) -> list[Row]:
-        """The claimable rows of ``kinds`` (optionally in one workspace), most overdue first,
-        at most ``limit``: ``occurrence_id, job_id, status, fence, lease_owner,
-        scheduled_for, due_at``. PostgreSQL locks them (``SKIP LOCKED``)."""
+        """The ready rows of each (queue, kind, room) lane, at most room each, merged in claim
+        order (priority descending, due instant, slot, seq). One index probe per lane here;
+        PostgreSQL does them all in one statement and locks them (``SKIP LOCKED``)."""
+        query = "ready_probe" if workspace is None else "ready_probe_in_workspace"
+        found: list[Row] = []
+        for queue, kind, room in lanes:
+            params = {"queue": queue, "kind": kind, "now": now, "limit": room}
+            if workspace is not None:
+                params["workspace_id"] = workspace
+            found.extend(tx.all(query, params))
+        found.sort(
+            key=lambda row: (-int(row["priority"]), row["due_at"], row["scheduled_for"], row["seq"])
+        )
+        return found
 
     @abstractmethod
     def schema_info(self) -> SchemaInfo: ...
@@ -148,6 +182,47 @@ class OperationsBase(ABC):
         meta = JobMeta.from_row(row)
         self._remember_job(meta)
         return meta
+
+    # -- occurrences from rows --------------------------------------------------------------
+
+    def _authority_of(self, tx: Tx, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The envelopes of these authority ids (cached; one query for the ones not cached)."""
+        cache = self._authorities
+        if cache is None:
+            cache = self._authorities = {}
+        missing = sorted({int(i) for i in ids if int(i) not in cache})
+        if missing:
+            for row in tx.all("authorities_by_id", {"ids": tx.id_list(missing)}):
+                cache[int(row["authority_id"])] = rows.read_authority(row["authority_json"])
+        return cache
+
+    def _occurrences(self, tx: Tx, found: Sequence[Row], **options: Any) -> list[Occurrence]:
+        """Occurrences from rows of ``occurrences`` (their authorities and, for those that have
+        any, their parents resolved); ``options`` as for :func:`rows.occurrence_from_row`."""
+        if not found:
+            return []
+        authorities = self._authority_of(tx, [row["authority_id"] for row in found])
+        built = []
+        for row in found:
+            parents: tuple[str, ...] = ()
+            if row["on_parent_failure"] is not None:
+                parents = tuple(
+                    parent["occurrence_id"]
+                    for parent in tx.all("parents_of", {"seq": row["seq"]})
+                )
+            built.append(
+                rows.occurrence_from_row(
+                    row,
+                    authority=authorities[int(row["authority_id"])],
+                    parents=parents,
+                    **options,
+                )
+            )
+        return built
+
+    def _occurrence(self, tx: Tx, row: Row, **options: Any) -> Occurrence:
+        [occurrence] = self._occurrences(tx, [row], **options)
+        return occurrence
 
     # -- helpers ----------------------------------------------------------------------------
 

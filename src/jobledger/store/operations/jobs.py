@@ -29,6 +29,12 @@ class JobOperations(OperationsBase):
     """Job definitions: create, read, list, compare-and-swap update, remove."""
 
     @staticmethod
+    def _authority_id(tx: Tx, authority_json: str) -> int:
+        """The id of this (canonical) authority envelope, stored once."""
+        found = required(tx.one("upsert_authority", {"authority_json": authority_json}))
+        return int(found["authority_id"])
+
+    @staticmethod
     def _write_schedule_state(
         tx: Tx, *, job_id: str, revision: int, trigger: Any, enabled: bool, now: int
     ) -> None:
@@ -63,6 +69,9 @@ class JobOperations(OperationsBase):
         enabled: bool = True,
         max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
         actor: str | None = None,
+        queue: str = contract.DEFAULT_QUEUE,
+        priority: int = 0,
+        on_lost_lease: str = "retry",
     ) -> Job:
         job = inputs.normalize_job_input(
             id=id,
@@ -72,9 +81,12 @@ class JobOperations(OperationsBase):
             payload=payload,
             enabled=enabled,
             max_attempts=max_attempts,
+            queue=queue,
+            priority=priority,
+            on_lost_lease=on_lost_lease,
         )
         who = inputs.normalize_optional_identifier(actor, "actor")
-        params = {
+        params: dict[str, Any] = {
             "job_id": job.id,
             "kind": job.kind,
             "trigger_json": contract.encode_trusted_json(job.trigger),
@@ -82,6 +94,9 @@ class JobOperations(OperationsBase):
             "authority_json": contract.encode_trusted_json(job.authority),
             "enabled": 1 if job.enabled else 0,
             "max_attempts": job.max_attempts,
+            "queue": job.queue,
+            "priority": job.priority,
+            "on_lost_lease": job.on_lost_lease,
         }
         data: dict[str, Any] = {"revision": 1}
         if who is not None:
@@ -91,7 +106,8 @@ class JobOperations(OperationsBase):
             now = tx.now()
             if self._job_row(tx, job.id) is not None:
                 raise Conflict(f"Scheduler job already exists: {job.id}")
-            tx.run("insert_job", {**params, "now": now})
+            authority_id = self._authority_id(tx, params["authority_json"])
+            tx.run("insert_job", {**params, "authority_id": authority_id, "now": now})
             self._append_event(
                 tx, job_id=job.id, event_type="job_created", occurred_at=now, data=data
             )
@@ -150,8 +166,19 @@ class JobOperations(OperationsBase):
                 "authority": current.authority,
                 "enabled": current.enabled,
                 "max_attempts": current.max_attempts,
+                "queue": current.queue,
+                "priority": current.priority,
+                "on_lost_lease": current.on_lost_lease,
                 **normalized,
             }
+            authority_json = contract.canonical_json(merged["authority"], "job.authority")
+            # Queue and priority alone do not change how the job runs: its live occurrences keep
+            # theirs and are not stale (SPEC §7).
+            run_revision = (
+                current.run_revision
+                if set(normalized) <= inputs.RUN_NEUTRAL_FIELDS
+                else revision + 1
+            )
             changed = tx.run(
                 "update_job",
                 {
@@ -159,12 +186,17 @@ class JobOperations(OperationsBase):
                     "kind": merged["kind"],
                     "trigger_json": contract.canonical_json(merged["trigger"], "job.trigger"),
                     "payload_json": contract.canonical_json(merged["payload"], "job.payload"),
-                    "authority_json": contract.canonical_json(merged["authority"], "job.authority"),
+                    "authority_json": authority_json,
                     "enabled": 1 if merged["enabled"] else 0,
                     "next_revision": revision + 1,
                     "max_attempts": merged["max_attempts"],
                     "now": now,
                     "expected_revision": revision,
+                    "queue": merged["queue"],
+                    "priority": merged["priority"],
+                    "on_lost_lease": merged["on_lost_lease"],
+                    "run_revision": run_revision,
+                    "authority_id": self._authority_id(tx, authority_json),
                 },
             )
             if changed != 1:
@@ -237,6 +269,9 @@ class JobOperations(OperationsBase):
                     details={"jobId": key, "live": live},
                 )
             requeues = tx.run("delete_requeues_of_job", {"job_id": key})
+            tx.run("delete_keys_of_job", {"job_id": key})
+            tx.run("delete_adjudications_of_job", {"job_id": key})
+            tx.run("delete_dependencies_of_job", {"job_id": key})
             events = tx.run("delete_events_of_job", {"job_id": key})
             occurrences = tx.run("delete_occurrences_of_job", {"job_id": key})
             tx.run("delete_schedule", {"job_id": key})

@@ -13,8 +13,9 @@ from typing import Any
 from ... import contract
 from ...errors import Conflict, LeaseLost, NotFound, RequeueConflict
 from ...models import Occurrence, Outcome, Renewal, Settlement
-from .. import common, inputs, rows
+from .. import common, inputs
 from ..tx import Tx
+from .admission import Gate, Lane, load_queues
 from .base import OperationsBase
 
 __all__ = ["LeaseOperations"]
@@ -43,18 +44,20 @@ class LeaseOperations(OperationsBase):
         )
         results: list[Occurrence | LeaseLost] = []
         events: list[dict[str, Any]] = []
+        renewed_rows = self._occurrences(tx, [row for row in updated if row is not None])
+        renewed_by_id = {occurrence.id: occurrence for occurrence in renewed_rows}
         for (key, owner, fence, _lease), row in zip(renewals, updated, strict=True):
             if row is None:
                 results.append(common.lease_lost(key))
                 continue
-            renewed = rows.occurrence_from_row(row)
+            renewed = renewed_by_id[key]
             results.append(renewed)
             events.append(
                 common.event_params(
                     job_id=renewed.job_id,
                     occurrence_id=key,
                     event_type="occurrence_renewed",
-                    occurred_at=now,
+                    occurred_at=renewed.updated_at,
                     owner_id=owner,
                     fence=fence,
                     data_json=f'{{"leaseExpiresAt":{renewed.lease_expires_at}}}',
@@ -112,29 +115,41 @@ class LeaseOperations(OperationsBase):
         results: list[Occurrence | LeaseLost] = []
         events: list[dict[str, Any]] = []
         tally: Counter[tuple[int, str, str, str]] = Counter()
+        settled = iter(self._occurrences(tx, [row for row in updated if row is not None]))
+        freed: set[Lane] = set()
         for request, row in zip(requests, updated, strict=True):
             if row is None:
                 # Fenced out: this one changed nothing, and must not undo the others.
                 results.append(common.lease_lost(request.occurrence_id))
                 continue
+            at = int(row["updated_at"])
             event_type, data_json = common.settle_event(row)
             events.append(
                 common.event_params(
                     job_id=row["job_id"],
                     occurrence_id=request.occurrence_id,
                     event_type=event_type,
-                    occurred_at=now,
+                    occurred_at=at,
                     owner_id=request.owner_id,
                     fence=request.fence,
                     data_json=data_json,
                 )
             )
-            common.count_settlement(tally, now, row, request.owner_id)
-            results.append(rows.occurrence_from_row(row))
+            common.count_settlement(tally, at, row, request.owner_id)
+            if row["partition_key"] is not None:
+                freed.add((row["queue"], row["partition_key"]))
+            results.append(next(settled))
         if events:
             tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", common.throughput_params(tally))
+        self._free_lanes(tx, now, freed)
         return results
+
+    def _free_lanes(self, tx: Tx, now: int, lanes: set[Lane]) -> None:
+        """Slots of these partitions ended: admit their next held rows (only a queue that limits
+        partitions holds any; reading the declarations costs nothing otherwise)."""
+        if lanes:
+            Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(lanes)
 
     def settle(
         self,
@@ -190,13 +205,15 @@ class LeaseOperations(OperationsBase):
             )
             if row is None:
                 raise common.lease_lost(key)
-            released = rows.occurrence_from_row(row)
+            released = self._occurrence(tx, row)
+            if released.partition is not None:
+                self._free_lanes(tx, now, {(released.queue, released.partition)})
             self._append_event(
                 tx,
                 job_id=released.job_id,
                 occurrence_id=key,
                 event_type="occurrence_released",
-                occurred_at=now,
+                occurred_at=released.updated_at,
                 owner_id=owner,
                 fence=token,
                 data={"attempt": released.attempt, "reason": why},
@@ -234,13 +251,13 @@ class LeaseOperations(OperationsBase):
                     for row in held
                 ],
             )
-            expired = [rows.occurrence_from_row(row) for row in updated if row is not None]
+            expired = self._occurrences(tx, [row for row in updated if row is not None])
             events = [
                 common.event_params(
                     job_id=occurrence.job_id,
                     occurrence_id=occurrence.id,
                     event_type="occurrence_lease_expired",
-                    occurred_at=now,
+                    occurred_at=occurrence.updated_at,
                     owner_id=owner,
                     fence=occurrence.fence,
                     data_json=contract.encode_trusted_json({"reason": why}),
@@ -280,13 +297,15 @@ class LeaseOperations(OperationsBase):
                     code="SCHEDULER_CANCEL_CONFLICT",
                     details={"status": current["status"]},
                 )
-            cancelled = rows.occurrence_from_row(row)
+            cancelled = self._occurrence(tx, row)
+            if current["status"] in ("running", "queued", "retry_wait") and cancelled.partition:
+                self._free_lanes(tx, now, {(cancelled.queue, cancelled.partition)})
             self._append_event(
                 tx,
                 job_id=cancelled.job_id,
                 occurrence_id=key,
                 event_type="occurrence_cancelled",
-                occurred_at=now,
+                occurred_at=cancelled.updated_at,
                 owner_id=current["lease_owner"],
                 fence=int(current["fence"]),
                 data={
@@ -337,7 +356,7 @@ class LeaseOperations(OperationsBase):
             )
             if row is None:
                 raise RequeueConflict("Dead letter changed during requeue")
-            requeued = rows.occurrence_from_row(row)
+            requeued = self._occurrence(tx, row)
             record = tx.one(
                 "insert_requeue",
                 {
@@ -359,7 +378,7 @@ class LeaseOperations(OperationsBase):
                 job_id=requeued.job_id,
                 occurrence_id=key,
                 event_type="occurrence_requeued",
-                occurred_at=now,
+                occurred_at=requeued.updated_at,
                 fence=fence,
                 data={
                     "actor": who,

@@ -17,7 +17,7 @@ from ...errors import (
 )
 from ...models import UNSET, EnqueueRequest, Event, Occurrence, OccurrenceCount, OccurrencePage
 from .. import common, inputs, rows
-from ..tx import Tx
+from ..tx import Row, Tx
 from .base import JobMeta, OperationsBase
 
 __all__ = ["OccurrenceOperations"]
@@ -40,9 +40,20 @@ class OccurrenceOperations(OperationsBase):
         trigger_key: str,
         available_at: int | None = None,
         payload: Any = UNSET,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> Occurrence:
         request = inputs.normalize_enqueue(
-            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=False
+            job_id,
+            scheduled_for,
+            trigger_key,
+            available_at,
+            payload,
+            once_per_trigger=False,
+            queue=queue,
+            priority=priority,
+            partition=partition,
         )
         return self._enqueue_requests([request])[0]
 
@@ -54,9 +65,20 @@ class OccurrenceOperations(OperationsBase):
         trigger_key: str,
         available_at: int | None = None,
         payload: Any = UNSET,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> Occurrence:
         request = inputs.normalize_enqueue(
-            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=True
+            job_id,
+            scheduled_for,
+            trigger_key,
+            available_at,
+            payload,
+            once_per_trigger=True,
+            queue=queue,
+            priority=priority,
+            partition=partition,
         )
         return self._enqueue_requests([request])[0]
 
@@ -131,26 +153,11 @@ class OccurrenceOperations(OperationsBase):
     ) -> tuple[Occurrence, dict[str, Any] | None]:
         key, trigger = request.job_id, request.trigger_key
         if request.once_per_trigger:
-            existing = tx.all(
-                "list_occurrences_by_trigger", {"job_id": key, "trigger_key": trigger, "limit": 2}
-            )
-            if len(existing) > 1:
-                raise DataCorrupt(
-                    "More than one occurrence exists for a once-per-trigger key",
-                    details={"jobId": key, "triggerKey": trigger},
-                )
-            if existing:
-                found = existing[0]
-                if (
-                    request.match_payload
-                    and request.payload_json is not None
-                    and found["payload_json"] != request.payload_json
-                ):
-                    raise IdempotencyPayloadMismatch(
-                        "This key was used before with a different payload",
-                        details={"jobId": key, "triggerKey": trigger},
-                    )
-                return rows.occurrence_from_row(found, deduplicated=True), None
+            # A key used before answers whatever became of the job since (the reference's rule).
+            existing = self._used_key(tx, request)
+            if existing is not None:
+                return existing, None
+        key_taken = False
         for attempt in range(_ENQUEUE_TRIES):
             meta = self._job_meta(tx, key, metas)
             if meta is None:
@@ -160,44 +167,102 @@ class OccurrenceOperations(OperationsBase):
                     metas[key] = self._load_job_meta(tx, key)
                     continue
                 raise JobDisabled(f"Scheduler job is disabled: {key}")
-            occurrence_id, idempotency_key = contract.occurrence_identity(
-                key, meta.revision, request.scheduled_for, trigger
-            )
-            payload_json = (
-                meta.payload_json if request.payload_json is None else request.payload_json
-            )
-            written = tx.one(
-                "insert_occurrence_from_job",
-                insert_params(request, meta, occurrence_id, idempotency_key, now),
-            )
+            firing = firing_of(request, meta)
+            if request.once_per_trigger:
+                params = {
+                    "job_id": key,
+                    "trigger_key": trigger,
+                    "occurrence_id": firing.occurrence_id,
+                }
+                if key_taken:
+                    tx.run("point_key", params)  # ours: it now names this revision's firing
+                elif tx.one("take_key", params) is None:
+                    # Another transaction took the key first (this one waited for its commit).
+                    return self._key_holder(tx, request), None
+                key_taken = True
+            written = tx.one("insert_occurrence_from_job", insert_params(firing, now))
             if written is not None:
-                occurrence = new_occurrence(request, meta, occurrence_id, idempotency_key, now)
-                return occurrence, enqueued_event(request, meta, occurrence_id, now)
-            stored = tx.one("get_occurrence_by_key", {"idempotency_key": idempotency_key})
+                return new_occurrence(firing, now), enqueued_event(firing, now)
+            stored = self._occurrence_row(tx, firing.occurrence_id)
             if stored is None:
                 # Nothing inserted and nothing there: the job changed under the cached entry.
                 metas[key] = self._load_job_meta(tx, key)
                 continue
-            if stored["occurrence_id"] != occurrence_id:
-                raise DataCorrupt("Occurrence idempotency identity does not match stored data")
+            payload_json = (
+                meta.payload_json if request.payload_json is None else request.payload_json
+            )
             if stored["payload_json"] != payload_json:
                 raise IdempotencyPayloadMismatch(
                     "Occurrence idempotency identity was reused with a different payload",
                     details={"jobId": key, "triggerKey": trigger},
                 )
-            return rows.occurrence_from_row(stored, deduplicated=True), None
+            return self._occurrence(tx, stored, deduplicated=True), None
         meta = metas.get(key)
         if meta is None:
             raise NotFound(f"Scheduler job does not exist: {key}")
         raise JobDisabled(f"Scheduler job is disabled: {key}")
+
+    def _used_key(self, tx: Tx, request: inputs.EnqueueInput) -> Occurrence | None:
+        """The occurrence that already has ``request``'s idempotency key, if any.
+
+        Keys live in ``jobledger_keys``; the key row goes in before its occurrence, so a second
+        transaction enqueuing the same key at the same instant — in this process or any other —
+        waits for the first (PostgreSQL) or runs after it (SQLite) and finds it taken: a key is
+        one occurrence however many callers race on it. Keys used before schema v4 were
+        recorded by the migration; a once-per-trigger key of another form with no record yet
+        (the reference's API) is looked up among the job's occurrences once, and recorded.
+        """
+        params = {"job_id": request.job_id, "trigger_key": request.trigger_key}
+        found = tx.one("occurrence_of_key", params)
+        if found is not None:
+            return self._matching(tx, request, found)
+        if request.trigger_key.startswith("key:"):
+            return None
+        legacy = tx.all("list_occurrences_by_trigger", {**params, "limit": 2})
+        if len(legacy) > 1:
+            raise DataCorrupt(
+                "More than one occurrence exists for a once-per-trigger key",
+                details={"jobId": request.job_id, "triggerKey": request.trigger_key},
+            )
+        if not legacy:
+            return None
+        tx.run("take_key", {**params, "occurrence_id": legacy[0]["occurrence_id"]})
+        return self._matching(tx, request, legacy[0])
+
+    def _key_holder(self, tx: Tx, request: inputs.EnqueueInput) -> Occurrence:
+        found = tx.one(
+            "occurrence_of_key", {"job_id": request.job_id, "trigger_key": request.trigger_key}
+        )
+        if found is None:
+            raise DataCorrupt(
+                "An idempotency key names an occurrence that does not exist",
+                details={"jobId": request.job_id, "triggerKey": request.trigger_key},
+            )
+        return self._matching(tx, request, found)
+
+    def _matching(self, tx: Tx, request: inputs.EnqueueInput, found: Row) -> Occurrence:
+        if (
+            request.match_payload
+            and request.payload_json is not None
+            and found["payload_json"] != request.payload_json
+        ):
+            raise IdempotencyPayloadMismatch(
+                "This key was used before with a different payload",
+                details={"jobId": request.job_id, "triggerKey": request.trigger_key},
+            )
+        return self._occurrence(tx, found, deduplicated=True)
 
     # -- reads ------------------------------------------------------------------------------
 
     def get_occurrence(self, occurrence_id: str) -> Occurrence | None:
         self._assert_open()
         key = contract.normalize_identifier(occurrence_id, "occurrenceId")
-        row = self._read(lambda tx: self._occurrence_row(tx, key))
-        return None if row is None else rows.occurrence_from_row(row)
+
+        def body(tx: Tx) -> Occurrence | None:
+            row = self._occurrence_row(tx, key)
+            return None if row is None else self._occurrence(tx, row)
+
+        return self._read(body)
 
     def list_occurrences_by_trigger(
         self, *, job_id: str, trigger_key: str, limit: int = 2
@@ -208,8 +273,9 @@ class OccurrenceOperations(OperationsBase):
             "trigger_key": contract.normalize_identifier(trigger_key, "triggerKey"),
             "limit": inputs.normalize_limit(limit),
         }
-        found = self._read(lambda tx: tx.all("list_occurrences_by_trigger", params))
-        return [rows.occurrence_from_row(row) for row in found]
+        return self._read(
+            lambda tx: self._occurrences(tx, tx.all("list_occurrences_by_trigger", params))
+        )
 
     def list_occurrences(
         self,
@@ -226,13 +292,13 @@ class OccurrenceOperations(OperationsBase):
         kind_filter = inputs.normalize_optional_identifier(kind, "kind", 128)
         bounded = inputs.normalize_page_limit(limit)
         cursor_at, cursor_id = _parse_cursor(cursor)
-        params = {
+        params: dict[str, Any] = {
             "status": wanted,
             "job_id": job,
             "kind": kind_filter,
             "limit": bounded + 1,
             "cursor_at": cursor_at,
-            "cursor_id": cursor_id,
+            "cursor_seq": None,
         }
         if job is not None:
             query = "list_occurrences_by_job"
@@ -242,10 +308,19 @@ class OccurrenceOperations(OperationsBase):
             query = "list_occurrences_by_status"
         else:
             query = "list_occurrences_all"
-        found = self._read(lambda tx: tx.all(query, params))
-        items = tuple(rows.occurrence_from_row(row) for row in found[:bounded])
+
+        def body(tx: Tx) -> tuple[list[Occurrence], bool]:
+            if cursor_id is not None:
+                at = tx.one("seq_of_occurrence", {"occurrence_id": cursor_id})
+                # A cursor whose occurrence was pruned meanwhile still pages on from its instant.
+                params["cursor_seq"] = 0 if at is None else int(at["seq"])
+            found = tx.all(query, params)
+            return self._occurrences(tx, found[:bounded]), len(found) > bounded
+
+        page, more = self._read(body)
+        items = tuple(page)
         next_cursor = None
-        if len(found) > bounded:
+        if more:
             last = items[-1]
             next_cursor = f"{last.created_at}.{last.id}"
         return OccurrencePage(items, next_cursor)
@@ -316,38 +391,35 @@ class OccurrenceOperations(OperationsBase):
         self._assert_open()
         bounded = contract.normalize_history_limit(limit)
         job = inputs.normalize_optional_identifier(job_id, "jobId")
-        if job is None:
-            found = self._read(lambda tx: tx.all("list_dead_letters", {"limit": bounded}))
-        else:
-            found = self._read(
-                lambda tx: tx.all("list_dead_letters_by_job", {"limit": bounded, "job_id": job})
-            )
-        return [rows.occurrence_from_row(row) for row in found]
+        params: dict[str, Any] = {"limit": bounded}
+        query = "list_dead_letters"
+        if job is not None:
+            query, params["job_id"] = "list_dead_letters_by_job", job
+        return self._read(lambda tx: self._occurrences(tx, tx.all(query, params)))
 
 
-def insert_params(
-    request: inputs.EnqueueInput,
-    meta: JobMeta,
-    occurrence_id: str,
-    idempotency_key: str,
-    now: int | None,
-) -> dict[str, Any]:
+def insert_params(firing: Firing, now: int | None) -> dict[str, Any]:
     """One row of ``insert_occurrences_from_jobs`` (and the parameters PostgreSQL's one-statement
     enqueue shares with it): a new firing of a job at ``meta``'s revision. ``payload_json``
-    ``None`` snapshots the job's payload; ``now`` ``None`` lets the statement read the database
-    clock."""
-    return {
-        "occurrence_id": occurrence_id,
+    ``None`` snapshots the job's payload; ``queue``/``priority`` ``None`` the job's; ``now``
+    ``None`` lets the statement read the database clock."""
+    request = firing.request
+    params: dict[str, Any] = {
+        "occurrence_id": firing.occurrence_id,
         "job_id": request.job_id,
-        "job_revision": meta.revision,
-        "idempotency_key": idempotency_key,
+        "job_revision": firing.meta.revision,
         "trigger_key": request.trigger_key,
         "scheduled_for": request.scheduled_for,
         "available_at": request.available_at,
         "payload_json": request.payload_json,
-        "workspace_id": meta.workspace_id,
+        "workspace_id": firing.meta.workspace_id,
+        "queue": request.queue,
+        "priority": request.priority,
+        "partition_key": request.partition,
+        "trace_json": None,
         "now": now,
     }
+    return params
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,14 +429,13 @@ class Firing:
     request: inputs.EnqueueInput
     meta: JobMeta
     occurrence_id: str
-    idempotency_key: str
 
 
 def firing_of(request: inputs.EnqueueInput, meta: JobMeta) -> Firing:
-    occurrence_id, idempotency_key = contract.occurrence_identity(
+    occurrence_id, _ = contract.occurrence_identity(
         request.job_id, meta.revision, request.scheduled_for, request.trigger_key
     )
-    return Firing(request, meta, occurrence_id, idempotency_key)
+    return Firing(request, meta, occurrence_id)
 
 
 def insert_firings(
@@ -375,56 +446,45 @@ def insert_firings(
     that revision (or enabled), is absent — the caller decides what that means."""
     if not firings:
         return {}
-    rows_in = [
-        insert_params(f.request, f.meta, f.occurrence_id, f.idempotency_key, now) for f in firings
-    ]
+    rows_in = [insert_params(firing, now) for firing in firings]
     inserted = {
         row["occurrence_id"] for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
     }
     return {
-        f.occurrence_id: (
-            new_occurrence(f.request, f.meta, f.occurrence_id, f.idempotency_key, now),
-            enqueued_event(f.request, f.meta, f.occurrence_id, now),
-        )
-        for f in firings
-        if f.occurrence_id in inserted
+        firing.occurrence_id: (new_occurrence(firing, now), enqueued_event(firing, now))
+        for firing in firings
+        if firing.occurrence_id in inserted
     }
 
 
-def enqueued_event(
-    request: inputs.EnqueueInput, meta: JobMeta, occurrence_id: str, now: int
-) -> dict[str, Any]:
+def enqueued_event(firing: Firing, now: int) -> dict[str, Any]:
     """The ``occurrence_enqueued`` event of a new firing (``insert_events`` parameters)."""
     return common.event_params(
-        job_id=request.job_id,
-        occurrence_id=occurrence_id,
+        job_id=firing.request.job_id,
+        occurrence_id=firing.occurrence_id,
         event_type="occurrence_enqueued",
         occurred_at=now,
-        data_json=enqueued_event_data(request, meta),
+        data_json=enqueued_event_data(firing),
     )
 
 
-def enqueued_event_data(request: inputs.EnqueueInput, meta: JobMeta) -> str:
+def enqueued_event_data(firing: Firing) -> str:
     """The canonical data of ``occurrence_enqueued`` (keys in canonical order)."""
+    request = firing.request
     return (
-        f'{{"jobRevision":{meta.revision},"scheduledFor":{request.scheduled_for},'
+        f'{{"jobRevision":{firing.meta.revision},"scheduledFor":{request.scheduled_for},'
         f'"triggerKey":{contract.json_string(request.trigger_key)}}}'
     )
 
 
-def new_occurrence(
-    request: inputs.EnqueueInput,
-    meta: JobMeta,
-    occurrence_id: str,
-    idempotency_key: str,
-    now: int,
-) -> Occurrence:
+def new_occurrence(firing: Firing, now: int) -> Occurrence:
     """The occurrence an enqueue just inserted, built from what it wrote (no read-back)."""
+    request, meta = firing.request, firing.meta
     return Occurrence(
-        id=occurrence_id,
+        id=firing.occurrence_id,
         job_id=request.job_id,
         job_revision=meta.revision,
-        idempotency_key=idempotency_key,
+        idempotency_key=rows.idempotency_key_of(firing.occurrence_id),
         trigger_key=request.trigger_key,
         scheduled_for=request.scheduled_for,
         available_at=request.available_at,
@@ -434,7 +494,7 @@ def new_occurrence(
         fence=0,
         lease_owner=None,
         lease_expires_at=None,
-        authority=contract.parse_stored_json(meta.authority_json),
+        authority=meta.authority,
         payload=(
             contract.parse_stored_json(meta.payload_json)
             if request.payload_json is None
@@ -446,6 +506,10 @@ def new_occurrence(
         updated_at=now,
         settled_at=None,
         kind=meta.kind,
+        queue=meta.queue if request.queue is None else request.queue,
+        priority=meta.priority if request.priority is None else request.priority,
+        partition=request.partition,
+        on_lost_lease="adjudicate" if meta.on_lost_lease == "adjudicate" else "retry",
     )
 
 

@@ -334,8 +334,7 @@ class _BatchRecorder:
             if firing.occurrence_id not in inserted:
                 # Nothing inserted: the firing exists already (its identity is on the slot),
                 # unless the job is not at the revision the compare-and-swap just confirmed.
-                key = {"idempotency_key": firing.idempotency_key}
-                if tx.one("get_occurrence_by_key", key) is None:
+                if tx.one("get_occurrence", {"occurrence_id": firing.occurrence_id}) is None:
                     raise DataCorrupt(
                         "A schedule row and its job disagree on the revision",
                         details={"jobId": job_id},

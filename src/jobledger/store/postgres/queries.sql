@@ -5,72 +5,170 @@
 --
 -- Claims lock their rows with FOR UPDATE SKIP LOCKED, so concurrent workers each take different
 -- rows instead of queueing behind one; rows another transaction is settling are skipped too.
+-- Limits and pause serialize on transaction-scoped advisory locks (docs/postgres.md): every
+-- query below whose plan matters is an index probe whose leading columns are bound by equality,
+-- so the plan does not depend on planner statistics.
 
--- name: select_expired_final_leases
-SELECT occurrence_id, job_id, lease_owner, fence, attempt, max_attempts, kind
+-- name: upsert_authority
+-- An authority envelope is stored once, unique by the SHA-256 of its canonical JSON (a btree
+-- cannot hold an arbitrarily long text); a no-op update makes the existing row's id come back.
+INSERT INTO jobledger_authorities (digest, authority_json)
+VALUES (encode(sha256(convert_to(%(authority_json)s, 'UTF8')), 'hex'), %(authority_json)s)
+ON CONFLICT (digest) DO UPDATE SET digest = excluded.digest
+RETURNING authority_id
+
+-- name: authorities_by_id
+SELECT authority_id, authority_json FROM jobledger_authorities
+WHERE authority_id = ANY(%(ids)s::bigint[])
+
+-- name: expired_leases
+SELECT seq, occurrence_id, job_id, status, fence, lease_owner, attempt, max_attempts, adjudicate,
+       kind, queue, partition_key, priority, scheduled_for, lease_expires_at, workspace_id,
+       runnable
 FROM occurrences
-WHERE status = 'running' AND attempt >= max_attempts
-  AND lease_expires_at <= %(now)s
-ORDER BY lease_expires_at, occurrence_id
+WHERE status = 'running' AND lease_expires_at <= %(now)s
+ORDER BY lease_expires_at, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
--- name: claim_candidates
--- Every kind asked for at once: one index probe per kind (LATERAL), merged in due order.
-SELECT c.* FROM unnest(%(kinds)s::text[]) AS k(kind)
-CROSS JOIN LATERAL (
-  SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.scheduled_for,
-         (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END)
-           AS due_at
-  FROM occurrences AS o
-  WHERE o.kind = k.kind
-    AND o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-    AND (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END)
-        <= %(now)s
-    AND o.attempt < o.max_attempts
-  ORDER BY (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END),
-           o.scheduled_for, o.occurrence_id
-  LIMIT %(limit)s
-  FOR UPDATE OF o SKIP LOCKED
-) AS c
-ORDER BY c.due_at, c.scheduled_for, c.occurrence_id
+-- name: waiting_due
+SELECT seq, queue, kind, partition_key, workspace_id, runnable FROM occurrences
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND available_at <= %(now)s
+ORDER BY available_at, seq
 LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
 
--- name: claim_candidates_in_workspace
-SELECT c.* FROM unnest(%(kinds)s::text[]) AS k(kind)
+-- name: set_gate
+UPDATE occurrences SET gate = %(gate)s
+WHERE seq = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retry_wait')
+
+-- name: best_held
+SELECT seq FROM occurrences
+WHERE queue = %(queue)s AND partition_key = %(partition_key)s
+  AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+ORDER BY priority DESC, available_at, scheduled_for, seq
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: held_partitions
+WITH RECURSIVE parts(partition_key) AS (
+  SELECT (SELECT partition_key FROM occurrences
+          WHERE queue = %(queue)s AND status IN ('queued', 'retry_wait') AND gate = 2
+            AND runnable = 1
+          ORDER BY partition_key LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.partition_key FROM occurrences AS o
+          WHERE o.queue = %(queue)s AND o.status IN ('queued', 'retry_wait') AND o.gate = 2
+            AND o.runnable = 1 AND o.partition_key > parts.partition_key
+          ORDER BY o.partition_key LIMIT 1)
+  FROM parts WHERE parts.partition_key IS NOT NULL
+)
+SELECT partition_key FROM parts WHERE partition_key IS NOT NULL
+
+-- name: ready_lanes
+WITH RECURSIVE lanes(queue, kind) AS (
+  (SELECT queue, kind FROM occurrences
+   WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+   ORDER BY queue, kind LIMIT 1)
+  UNION ALL
+  SELECT nxt.queue, nxt.kind FROM lanes
+  CROSS JOIN LATERAL (
+    SELECT o.queue, o.kind FROM occurrences AS o
+    WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+      AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+    ORDER BY o.queue, o.kind LIMIT 1
+  ) AS nxt
+)
+SELECT queue, kind FROM lanes
+
+-- name: ready_lanes_in_workspace
+WITH RECURSIVE lanes(queue, kind) AS (
+  (SELECT queue, kind FROM occurrences
+   WHERE workspace_id = %(workspace_id)s AND workspace_id IS NOT NULL
+     AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+   ORDER BY queue, kind LIMIT 1)
+  UNION ALL
+  SELECT nxt.queue, nxt.kind FROM lanes
+  CROSS JOIN LATERAL (
+    SELECT o.queue, o.kind FROM occurrences AS o
+    WHERE o.workspace_id = %(workspace_id)s AND o.workspace_id IS NOT NULL
+      AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+      AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+    ORDER BY o.queue, o.kind LIMIT 1
+  ) AS nxt
+)
+SELECT queue, kind FROM lanes
+
+-- name: ready_probe
+-- Every lane asked for at once: one index probe per (queue, kind) with its own room (LATERAL),
+-- locked with SKIP LOCKED, merged in claim order.
+SELECT c.* FROM unnest(%(queues)s::text[], %(kinds)s::text[], %(rooms)s::int[])
+  AS lane(queue, kind, room)
 CROSS JOIN LATERAL (
-  SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.scheduled_for,
-         (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END)
-           AS due_at
+  SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.queue, o.kind,
+         o.priority, o.available_at AS due_at, o.scheduled_for, o.partition_key
   FROM occurrences AS o
-  WHERE o.workspace_id = %(workspace_id)s AND o.kind = k.kind
-    AND o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-    AND o.workspace_id IS NOT NULL
-    AND (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END)
-        <= %(now)s
-    AND o.attempt < o.max_attempts
-  ORDER BY (CASE WHEN o.status = 'running' THEN o.lease_expires_at ELSE o.available_at END),
-           o.scheduled_for, o.occurrence_id
-  LIMIT %(limit)s
+  WHERE o.queue = lane.queue AND o.kind = lane.kind
+    AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+    AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
+  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.seq
+  LIMIT lane.room
   FOR UPDATE OF o SKIP LOCKED
 ) AS c
-ORDER BY c.due_at, c.scheduled_for, c.occurrence_id
-LIMIT %(limit)s
+ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.seq
+
+-- name: ready_probe_in_workspace
+SELECT c.* FROM unnest(%(queues)s::text[], %(kinds)s::text[], %(rooms)s::int[])
+  AS lane(queue, kind, room)
+CROSS JOIN LATERAL (
+  SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.queue, o.kind,
+         o.priority, o.available_at AS due_at, o.scheduled_for, o.partition_key
+  FROM occurrences AS o
+  WHERE o.workspace_id = %(workspace_id)s AND o.workspace_id IS NOT NULL
+    AND o.queue = lane.queue AND o.kind = lane.kind
+    AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+    AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
+  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.seq
+  LIMIT lane.room
+  FOR UPDATE OF o SKIP LOCKED
+) AS c
+ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.seq
+
+-- name: next_ready
+SELECT occurrence_id, job_id, status, queue, kind, priority, scheduled_for,
+       available_at AS due_at
+FROM occurrences
+WHERE queue = %(queue)s AND kind = %(kind)s
+  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  AND available_at <= %(now)s
+ORDER BY priority DESC, available_at, scheduled_for, seq
+LIMIT 1
+
+-- name: claim_target
+-- A plain FOR UPDATE: a concurrent claim of the same row makes this wait, and the store then
+-- sees the row as that claim left it.
+SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.attempt,
+       o.max_attempts, o.available_at, o.lease_expires_at, o.gate, o.queue, o.kind,
+       o.partition_key, o.priority, o.scheduled_for, o.adjudicate, o.runnable,
+       j.enabled
+FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
+WHERE o.occurrence_id = %(occurrence_id)s
+FOR UPDATE OF o
 
 -- name: apply_claims
--- Lease every picked (and locked) row in one statement (%(ids)s is a text array).
+-- Lease every picked (and locked) row in one statement (%(ids)s is a bigint array of seqs).
 UPDATE occurrences
 SET status = 'running',
     attempt = attempt + 1,
     fence = fence + 1,
     lease_owner = %(owner_id)s,
     lease_expires_at = %(lease_expires_at)s,
-    updated_at = %(now)s,
+    updated_at = CASE WHEN updated_at > %(now)s THEN updated_at ELSE %(now)s END,
     settled_at = NULL
-WHERE occurrence_id = ANY(%(ids)s::text[])
+WHERE seq = ANY(%(ids)s::bigint[])
   AND attempt < max_attempts
   AND (
-    (status IN ('queued', 'retry_wait') AND available_at <= %(now)s)
+    (status IN ('queued', 'retry_wait') AND gate = 0 AND available_at <= %(now)s)
     OR
     (status = 'running' AND lease_expires_at <= %(now)s)
   )
@@ -95,88 +193,42 @@ ORDER BY e.position
 -- insert_occurrence_from_job for many firings in one statement (%(rows)s as for insert_events);
 -- returns the ids it inserted (a firing that exists, or whose job changed, returns nothing).
 INSERT INTO occurrences
-  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+  (occurrence_id, job_id, job_revision, trigger_key,
    scheduled_for, available_at, status, attempt, max_attempts, fence,
-   lease_owner, lease_expires_at, authority_json, payload_json,
+   lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable)
-SELECT e.occurrence_id, j.job_id, j.revision, e.idempotency_key,
-       e.trigger_key, e.scheduled_for,
-       e.available_at, 'queued', 0, j.max_attempts, 0,
-       NULL, NULL, j.authority_json, COALESCE(e.payload_json, j.payload_json),
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+SELECT e.occurrence_id, j.job_id, j.revision, e.trigger_key,
+       e.scheduled_for, e.available_at, 'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_id, COALESCE(e.payload_json, j.payload_json),
        NULL, NULL, e.now, e.now, NULL,
-       j.kind, e.workspace_id, 1
+       j.kind, e.workspace_id, 1,
+       COALESCE(e.queue, j.queue), COALESCE(e.priority, j.priority), e.partition_key,
+       CASE
+         WHEN e.available_at > e.now THEN 1
+         WHEN e.partition_key IS NOT NULL AND EXISTS (
+           SELECT 1 FROM jobledger_queues AS q
+           WHERE q.name = COALESCE(e.queue, j.queue)
+             AND (q.partition_concurrency IS NOT NULL OR q.partition_rate_limit IS NOT NULL)
+         ) THEN 1
+         ELSE 0
+       END,
+       CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
+       e.trace_json
 FROM ROWS FROM (
   json_to_recordset(%(rows)s::json)
-    AS (occurrence_id text, idempotency_key text, trigger_key text, scheduled_for bigint,
+    AS (occurrence_id text, trigger_key text, scheduled_for bigint,
         available_at bigint, payload_json text, now bigint, workspace_id text, job_id text,
-        job_revision bigint)
+        job_revision bigint, queue text, priority smallint, partition_key text,
+        trace_json text)
 ) WITH ORDINALITY
-  AS e(occurrence_id, idempotency_key, trigger_key, scheduled_for, available_at, payload_json,
-       now, workspace_id, job_id, job_revision, position)
+  AS e(occurrence_id, trigger_key, scheduled_for, available_at, payload_json,
+       now, workspace_id, job_id, job_revision, queue, priority, partition_key, trace_json,
+       position)
 JOIN jobs AS j
   ON j.job_id = e.job_id
  AND j.revision = e.job_revision
  AND j.enabled = 1
 ORDER BY e.position
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING occurrence_id
-
--- name: live_kinds
--- The distinct kinds with live work, by skipping through the claim index (O(kinds · log n)).
-WITH RECURSIVE kinds(kind) AS (
-  SELECT (SELECT kind FROM occurrences
-          WHERE status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-          ORDER BY kind LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.kind FROM occurrences AS o
-          WHERE o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-            AND o.kind > kinds.kind
-          ORDER BY o.kind LIMIT 1)
-  FROM kinds WHERE kinds.kind IS NOT NULL
-)
-SELECT kind FROM kinds WHERE kind IS NOT NULL
-
--- name: live_kinds_in_workspace
-WITH RECURSIVE kinds(kind) AS (
-  SELECT (SELECT kind FROM occurrences
-          WHERE workspace_id = %(workspace_id)s
-            AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-            AND workspace_id IS NOT NULL
-          ORDER BY kind LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.kind FROM occurrences AS o
-          WHERE o.workspace_id = %(workspace_id)s
-            AND o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-            AND o.workspace_id IS NOT NULL
-            AND o.kind > kinds.kind
-          ORDER BY o.kind LIMIT 1)
-  FROM kinds WHERE kinds.kind IS NOT NULL
-)
-SELECT kind FROM kinds WHERE kind IS NOT NULL
-
--- name: oldest_due
-SELECT occurrence_id, job_id, status, scheduled_for,
-       (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) AS due_at
-FROM occurrences
-WHERE kind = %(kind)s
-  AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-  AND (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) <= %(now)s
-ORDER BY (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END),
-         scheduled_for, occurrence_id
-LIMIT 1
-
--- name: claim_target_candidate
--- A plain FOR UPDATE: a concurrent claim of the same row makes this wait, and READ COMMITTED
--- then re-checks the conditions on the claimed row, which no longer qualifies.
-SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner
-FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
-WHERE o.occurrence_id = %(occurrence_id)s
-  AND j.enabled = 1
-  AND o.attempt < o.max_attempts
-  AND (
-    (o.status IN ('queued', 'retry_wait') AND o.available_at <= %(now)s)
-    OR
-    (o.status = 'running' AND o.lease_expires_at <= %(now)s)
-  )
-FOR UPDATE OF o
+ON CONFLICT (occurrence_id) DO NOTHING
+RETURNING occurrence_id, seq, queue, priority

@@ -156,7 +156,100 @@ _V3_COLUMNS = {
         ("dead_lettered", _B, False),
     ),
 }
-_COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS}
+_V4_COLUMNS = {
+    **_V3_COLUMNS,
+    "jobs": (
+        *_V1_COLUMNS["jobs"],
+        ("queue", _T, False),
+        ("priority", _S, False),
+        ("on_lost_lease", _T, False),
+        ("run_revision", _B, False),
+        ("authority_id", _B, True),
+    ),
+    "occurrences": (
+        *(
+            column
+            for column in _V3_COLUMNS["occurrences"]
+            if column[0] not in ("idempotency_key", "authority_json")
+        ),
+        ("seq", _B, False),
+        ("authority_id", _B, False),
+        ("queue", _T, False),
+        ("priority", _S, False),
+        ("partition_key", _T, True),
+        ("gate", _S, False),
+        ("adjudicate", _S, False),
+        ("snoozes", _I, False),
+        ("pending_parents", _I, False),
+        ("on_parent_failure", _T, True),
+        ("result_read_at", _B, True),
+        ("trace_json", _T, True),
+    ),
+    "jobledger_authorities": (
+        ("authority_id", _B, False),
+        ("digest", _T, False),
+        ("authority_json", _T, False),
+    ),
+    "jobledger_keys": (
+        ("job_id", _T, False),
+        ("trigger_key", _T, False),
+        ("occurrence_id", _T, False),
+    ),
+    "jobledger_queues": (
+        ("name", _T, False),
+        ("concurrency", _I, True),
+        ("worker_concurrency", _I, True),
+        ("partition_concurrency", _I, True),
+        ("rate_limit", _I, True),
+        ("rate_per_ms", _B, True),
+        ("partition_rate_limit", _I, True),
+        ("partition_rate_per_ms", _B, True),
+        ("paused", _S, False),
+        ("paused_reason", _T, True),
+        ("paused_at", _B, True),
+        ("paused_by", _T, True),
+        ("revision", _B, False),
+        ("created_at", _B, False),
+        ("updated_at", _B, False),
+    ),
+    "jobledger_rate_windows": (
+        ("queue", _T, False),
+        ("partition_key", _T, False),
+        ("window_start", _B, False),
+        ("claims", _I, False),
+        ("wake_at", _B, True),
+    ),
+    "jobledger_dependencies": (
+        ("parent_seq", _B, False),
+        ("child_seq", _B, False),
+    ),
+    "jobledger_adjudications": (
+        ("occurrence_id", _T, False),
+        ("job_id", _T, False),
+        ("request_id", _T, False),
+        ("decision", _T, False),
+        ("evidence_digest", _T, False),
+        ("expected_attempt", _I, False),
+        ("expected_fence", _B, False),
+        ("reason", _T, False),
+        ("actor", _T, False),
+        ("status", _T, False),
+        ("created_at", _B, False),
+        ("applied_at", _B, True),
+        ("retry_outcome_json", _T, True),
+        ("retry_settled_at", _B, True),
+    ),
+    "jobledger_store": (
+        ("store_id", _T, False),
+        ("created_at", _B, False),
+    ),
+    "jobledger_liveness": (
+        ("owner_id", _T, False),
+        ("generation", _B, False),
+        ("taken_at", _B, False),
+    ),
+}
+_COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS}
 
 MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
     Path(__file__).with_name("migrations"),
@@ -164,6 +257,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         1: "294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
+        4: "286f541b6b9e3d531e16ce3782addede5cb5141670294125d9d47e0feb6ef180",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
@@ -425,7 +519,14 @@ def ensure_schema(conn: PgConnection, *, schema: str, clock: Any, migrate: bool)
 
 
 def _stored_authorities(conn: PgConnection) -> Iterator[tuple[str, object, object]]:
-    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+    # From v4 on, occurrences point at jobledger_authorities (each envelope stored once).
+    tables: tuple[tuple[str, str], ...] = (("jobs", "job_id"), ("occurrences", "occurrence_id"))
+    found = conn.execute(
+        "SELECT to_regclass('jobledger_authorities') IS NOT NULL AS present"
+    ).fetchone()
+    if found is not None and found["present"]:
+        tables = (("jobs", "job_id"), ("jobledger_authorities", "authority_id"))
+    for table, key in tables:
         for row in conn.execute(f"SELECT {key} AS id, authority_json FROM {table}"):
             yield table, row["id"], row["authority_json"]
 

@@ -15,6 +15,7 @@ are operational, never semantic:
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,6 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from ... import contract
 from ...clock import Clock
 from ...contract import normalize_identifier
 from ...durations import ms_from_timedelta
@@ -33,7 +33,12 @@ from .. import common, inputs
 from ..base import OwnerLockHandle
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
-from ..operations.occurrences import enqueued_event_data, insert_params, new_occurrence
+from ..operations.occurrences import (
+    enqueued_event_data,
+    firing_of,
+    insert_params,
+    new_occurrence,
+)
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
 from . import schema as schema_module
@@ -54,6 +59,7 @@ T = TypeVar("T")
 DEFAULT_SCHEMA = "jobledger"
 QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=True)
 FAST_PATHS = load_queries(Path(__file__).with_name("fast_paths.sql"))
+LOCKS = load_queries(Path(__file__).with_name("locks.sql"))
 # A committed row from one of these makes work claimable now: its transaction sends NOTIFY.
 _WAKING_QUERIES = frozenset(
     {
@@ -98,6 +104,10 @@ class _PostgresTx:
                 self.wakes = True
         return cursor
 
+    def lock(self, statement: str, keys: Sequence[int]) -> None:
+        """Take advisory locks (``locks.sql``) on ``keys``, in that order."""
+        self._conn.execute(statement, {"keys": list(keys)}).fetchall()
+
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
         row: Row | None = self._execute(query, params).fetchone()
         return row
@@ -126,7 +136,7 @@ class _PostgresTx:
             self.wakes = True
         return found
 
-    def id_list(self, values: Sequence[str]) -> object:
+    def id_list(self, values: Sequence[str] | Sequence[int]) -> object:
         return list(values)
 
     def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
@@ -305,16 +315,40 @@ class PostgresStore(LedgerStore):
 
         return self._pool.transaction(transaction, read_only=True)
 
-    def _claim_candidates(
-        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
+    def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
+        """Transaction-scoped advisory locks on lock names (hashed with the schema, since
+        advisory keys are database-wide), shared ones first then exclusive ones, each group in
+        the order given: the callers take queues before owners before partitions, each sorted,
+        so transactions never wait on each other in a cycle (docs/postgres.md)."""
+        assert isinstance(tx, _PostgresTx)
+        if shared:
+            tx.lock(LOCKS["lock_keys_shared"], [self._lock_key(name) for name in shared])
+        if exclusive:
+            tx.lock(LOCKS["lock_keys"], [self._lock_key(name) for name in exclusive])
+
+    def _lock_key(self, name: str) -> int:
+        digest = hashlib.sha256(f"jobledger:{self.schema}:{name}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def _probe_ready(
+        self,
+        tx: Tx,
+        *,
+        now: int,
+        lanes: Sequence[tuple[str, str, int]],
+        workspace: str | None,
     ) -> list[Row]:
-        # Every kind in one statement: a LATERAL probe per kind, locked with SKIP LOCKED.
+        # Every lane in one statement: a LATERAL probe per (queue, kind), locked with SKIP
+        # LOCKED, merged in claim order.
+        params: dict[str, Any] = {
+            "queues": [queue for queue, _, _ in lanes],
+            "kinds": [kind for _, kind, _ in lanes],
+            "rooms": [room for _, _, room in lanes],
+            "now": now,
+        }
         if workspace is None:
-            return tx.all("claim_candidates", {"kinds": list(kinds), "now": now, "limit": limit})
-        return tx.all(
-            "claim_candidates_in_workspace",
-            {"kinds": list(kinds), "workspace_id": workspace, "now": now, "limit": limit},
-        )
+            return tx.all("ready_probe", params)
+        return tx.all("ready_probe_in_workspace", {**params, "workspace_id": workspace})
 
     # -- owner liveness ---------------------------------------------------------------------
 
@@ -398,30 +432,33 @@ class PostgresStore(LedgerStore):
         trigger_key: str,
         available_at: int | None = None,
         payload: Any = UNSET,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
     ) -> Occurrence:
         """As :meth:`Store.enqueue_occurrence`; when the job's revision is known (it was used
         before by this store), a new firing costs one round trip (``enqueue_in_one_statement``);
         anything else takes the general transaction."""
         request = inputs.normalize_enqueue(
-            job_id, scheduled_for, trigger_key, available_at, payload, once_per_trigger=False
+            job_id,
+            scheduled_for,
+            trigger_key,
+            available_at,
+            payload,
+            once_per_trigger=False,
+            queue=queue,
+            priority=priority,
+            partition=partition,
         )
         meta = self._cached_job(request.job_id)
         if meta is not None and meta.enabled:
-            occurrence_id, idempotency_key = contract.occurrence_identity(
-                request.job_id, meta.revision, request.scheduled_for, request.trigger_key
-            )
+            firing = firing_of(request, meta)
             try:
                 found = self._pool.statement(
                     self._one_statement_enqueue,
                     {
-                        **insert_params(
-                            request,
-                            meta,
-                            occurrence_id,
-                            idempotency_key,
-                            None if self._clock is None else self._clock(),
-                        ),
-                        "data_json": enqueued_event_data(request, meta),
+                        **insert_params(firing, None if self._clock is None else self._clock()),
+                        "data_json": enqueued_event_data(firing),
                         "channel": self.channel,
                     },
                 )
@@ -431,16 +468,8 @@ class PostgresStore(LedgerStore):
                 found = []
             if found:
                 self.work_signal.notify()
-                return new_occurrence(
-                    request, meta, occurrence_id, idempotency_key, int(found[0]["created_at"])
-                )
-        return super().enqueue_occurrence(
-            job_id=job_id,
-            scheduled_for=scheduled_for,
-            trigger_key=trigger_key,
-            available_at=available_at,
-            payload=payload,
-        )
+                return new_occurrence(firing, int(found[0]["created_at"]))
+        return self._enqueue_requests([request])[0]
 
     def schema_info(self) -> SchemaInfo:
         self._assert_open()

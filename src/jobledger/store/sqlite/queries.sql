@@ -1,120 +1,173 @@
 -- SQLite's own text for the queries whose SQL differs from PostgreSQL's (the rest are in
 -- ../queries.sql). ../postgres/queries.sql defines exactly the same names.
 --
--- Claims read jobledger_occurrences_ready: live rows of enabled jobs only, per kind, in due
--- order (the due instant is the lease expiry for a running row, available_at otherwise).
--- INDEXED BY pins the plan: once ANALYZE statistics exist, SQLite could otherwise prefer an
--- index that makes a claim walk every row of the kind (query-plan tests guard this).
+-- The claim lane (schema v4, docs/schema.md): ready rows per (queue, kind) in claim order in
+-- jobledger_occurrences_ready; waiting rows by due instant; held rows per partition; running rows
+-- by lease expiry. INDEXED BY pins each plan: once ANALYZE statistics exist, SQLite could
+-- otherwise prefer an index that makes a claim walk rows it may not take (query-plan tests
+-- guard this). SQLite has one writer at a time, so a claim needs no locks of its own.
 
--- name: select_expired_final_leases
-SELECT occurrence_id, job_id, lease_owner, fence, attempt, max_attempts, kind
-FROM occurrences INDEXED BY jobledger_occurrences_final_leases
-WHERE status = 'running' AND attempt >= max_attempts
-  AND lease_expires_at <= :now
-ORDER BY lease_expires_at, occurrence_id
+-- name: upsert_authority
+-- An authority envelope is stored once (its canonical JSON is unique); a no-op update makes the
+-- existing row's id come back too.
+INSERT INTO jobledger_authorities (authority_json) VALUES (:authority_json)
+ON CONFLICT (authority_json) DO UPDATE SET authority_json = excluded.authority_json
+RETURNING authority_id
+
+-- name: authorities_by_id
+SELECT authority_id, authority_json FROM jobledger_authorities
+WHERE authority_id IN (SELECT value FROM json_each(:ids))
+
+-- name: expired_leases
+-- Running rows whose lease has expired, oldest first: reclaims, and the final or outcome-unknown
+-- ones that become dead letters.
+SELECT seq, occurrence_id, job_id, status, fence, lease_owner, attempt, max_attempts, adjudicate,
+       kind, queue, partition_key, priority, scheduled_for, lease_expires_at, workspace_id,
+       runnable
+FROM occurrences INDEXED BY jobledger_occurrences_leases
+WHERE status = 'running' AND lease_expires_at <= :now
+ORDER BY lease_expires_at, seq
 LIMIT :limit
 
--- name: claim_candidates
--- One kind; the store merges the kinds it asks for in Python.
-SELECT occurrence_id, job_id, status, fence, lease_owner, scheduled_for,
-       (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) AS due_at
+-- name: waiting_due
+-- Staging: waiting rows that are due now, oldest first.
+SELECT seq, queue, kind, partition_key, workspace_id, runnable
+FROM occurrences INDEXED BY jobledger_occurrences_waiting
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND available_at <= :now
+ORDER BY available_at
+LIMIT :limit
+
+-- name: set_gate
+UPDATE occurrences SET gate = :gate
+WHERE seq IN (SELECT value FROM json_each(:ids)) AND +status IN ('queued', 'retry_wait')
+
+-- name: best_held
+-- A partition's held rows in claim order (the next ones to admit).
+SELECT seq FROM occurrences INDEXED BY jobledger_occurrences_held
+WHERE queue = :queue AND partition_key = :partition_key
+  AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+ORDER BY priority DESC, available_at, scheduled_for
+LIMIT :limit
+
+-- name: held_partitions
+-- The distinct partitions of a queue with held rows, by skipping through the held index.
+WITH RECURSIVE parts(partition_key) AS (
+  SELECT (SELECT partition_key FROM occurrences INDEXED BY jobledger_occurrences_held
+          WHERE queue = :queue AND status IN ('queued', 'retry_wait') AND gate = 2
+            AND runnable = 1
+          ORDER BY partition_key LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.partition_key FROM occurrences AS o INDEXED BY jobledger_occurrences_held
+          WHERE o.queue = :queue AND o.status IN ('queued', 'retry_wait') AND o.gate = 2
+            AND o.runnable = 1 AND o.partition_key > parts.partition_key
+          ORDER BY o.partition_key LIMIT 1)
+  FROM parts WHERE parts.partition_key IS NOT NULL
+)
+SELECT partition_key FROM parts WHERE partition_key IS NOT NULL
+
+-- name: ready_lanes
+-- The (queue, kind) lanes that hold ready rows, by skipping through the claim index one lane at
+-- a time (O(lanes · log n)), for claims that do not name both their queues and kinds.
+WITH RECURSIVE lanes(queue, kind) AS (
+  SELECT * FROM (
+    SELECT queue, kind FROM occurrences INDEXED BY jobledger_occurrences_ready
+    WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+    ORDER BY queue, kind LIMIT 1
+  )
+  UNION ALL
+  SELECT (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+          ORDER BY o.queue, o.kind LIMIT 1),
+         (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+          ORDER BY o.queue, o.kind LIMIT 1)
+  FROM lanes WHERE lanes.queue IS NOT NULL
+)
+SELECT queue, kind FROM lanes WHERE queue IS NOT NULL
+
+-- name: ready_lanes_in_workspace
+WITH RECURSIVE lanes(queue, kind) AS (
+  SELECT * FROM (
+    SELECT queue, kind FROM occurrences INDEXED BY jobledger_occurrences_ready_workspace
+    WHERE workspace_id = :workspace_id AND workspace_id IS NOT NULL
+      AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+    ORDER BY queue, kind LIMIT 1
+  )
+  UNION ALL
+  SELECT (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+          WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL
+            AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+          ORDER BY o.queue, o.kind LIMIT 1),
+         (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+          WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL
+            AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
+            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+          ORDER BY o.queue, o.kind LIMIT 1)
+  FROM lanes WHERE lanes.queue IS NOT NULL
+)
+SELECT queue, kind FROM lanes WHERE queue IS NOT NULL
+
+-- name: ready_probe
+-- One lane, in claim order; the store merges the lanes it probes in Python.
+SELECT seq, occurrence_id, job_id, status, fence, lease_owner, queue, kind, priority,
+       available_at AS due_at, scheduled_for, partition_key
 FROM occurrences INDEXED BY jobledger_occurrences_ready
-WHERE kind = :kind
-  AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-  AND (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) <= :now
-  AND attempt < max_attempts
-ORDER BY (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END),
-         scheduled_for, occurrence_id
+WHERE queue = :queue AND kind = :kind
+  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  AND available_at <= :now AND attempt < max_attempts
+ORDER BY priority DESC, available_at, scheduled_for
 LIMIT :limit
 
--- name: claim_candidates_in_workspace
-SELECT occurrence_id, job_id, status, fence, lease_owner, scheduled_for,
-       (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) AS due_at
+-- name: ready_probe_in_workspace
+SELECT seq, occurrence_id, job_id, status, fence, lease_owner, queue, kind, priority,
+       available_at AS due_at, scheduled_for, partition_key
 FROM occurrences INDEXED BY jobledger_occurrences_ready_workspace
-WHERE workspace_id = :workspace_id AND kind = :kind
-  AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-  AND workspace_id IS NOT NULL
-  AND (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) <= :now
-  AND attempt < max_attempts
-ORDER BY (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END),
-         scheduled_for, occurrence_id
+WHERE workspace_id = :workspace_id AND workspace_id IS NOT NULL
+  AND queue = :queue AND kind = :kind
+  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  AND available_at <= :now AND attempt < max_attempts
+ORDER BY priority DESC, available_at, scheduled_for
 LIMIT :limit
 
--- name: live_kinds
--- The distinct kinds with live work, found by skipping through the claim index one kind at a
--- time (O(kinds · log n)), for claims that name no kind.
-WITH RECURSIVE kinds(kind) AS (
-  SELECT (SELECT kind FROM occurrences INDEXED BY jobledger_occurrences_ready
-          WHERE status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-          ORDER BY kind LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
-          WHERE o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-            AND o.kind > kinds.kind
-          ORDER BY o.kind LIMIT 1)
-  FROM kinds WHERE kinds.kind IS NOT NULL
-)
-SELECT kind FROM kinds WHERE kind IS NOT NULL
-
--- name: live_kinds_in_workspace
-WITH RECURSIVE kinds(kind) AS (
-  SELECT (SELECT kind FROM occurrences INDEXED BY jobledger_occurrences_ready_workspace
-          WHERE workspace_id = :workspace_id
-            AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-            AND workspace_id IS NOT NULL
-          ORDER BY kind LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
-          WHERE o.workspace_id = :workspace_id
-            AND o.status IN ('queued', 'retry_wait', 'running') AND o.runnable = 1
-            AND o.workspace_id IS NOT NULL
-            AND o.kind > kinds.kind
-          ORDER BY o.kind LIMIT 1)
-  FROM kinds WHERE kinds.kind IS NOT NULL
-)
-SELECT kind FROM kinds WHERE kind IS NOT NULL
-
--- name: oldest_due
--- The most overdue claimable occurrence of one kind (what the next claim of that kind takes).
-SELECT occurrence_id, job_id, status, scheduled_for,
-       (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) AS due_at
+-- name: next_ready
+-- The next row a claim of one lane would take (for operators: stats, metrics, explain).
+SELECT occurrence_id, job_id, status, queue, kind, priority, scheduled_for,
+       available_at AS due_at
 FROM occurrences INDEXED BY jobledger_occurrences_ready
-WHERE kind = :kind
-  AND status IN ('queued', 'retry_wait', 'running') AND runnable = 1
-  AND (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END) <= :now
-ORDER BY (CASE WHEN status = 'running' THEN lease_expires_at ELSE available_at END),
-         scheduled_for, occurrence_id
+WHERE queue = :queue AND kind = :kind
+  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  AND available_at <= :now
+ORDER BY priority DESC, available_at, scheduled_for
 LIMIT 1
 
--- name: claim_target_candidate
-SELECT o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner
+-- name: claim_target
+-- A targeted claim's row: the conditions are checked by the store, which reads it first.
+SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.attempt,
+       o.max_attempts, o.available_at, o.lease_expires_at, o.gate, o.queue, o.kind,
+       o.partition_key, o.priority, o.scheduled_for, o.adjudicate, o.runnable,
+       j.enabled
 FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
 WHERE o.occurrence_id = :occurrence_id
-  AND j.enabled = 1
-  AND o.attempt < o.max_attempts
-  AND (
-    (o.status IN ('queued', 'retry_wait') AND o.available_at <= :now)
-    OR
-    (o.status = 'running' AND o.lease_expires_at <= :now)
-  )
 
 -- name: apply_claims
--- Lease every picked row in one statement (:ids is a JSON array of occurrence ids). The claim
--- conditions are checked again, so a row that changed since it was picked is left alone. The
--- unary + keeps SQLite from reading the status index for them (a walk of every live row)
--- instead of looking the ids up by primary key.
+-- Lease every picked row in one statement (:ids is a JSON array of seqs). The claim conditions
+-- are checked again, so a row that changed since it was picked is left alone. The unary + keeps
+-- SQLite from reading a status index for them instead of looking the seqs up by rowid.
 UPDATE occurrences
 SET status = 'running',
     attempt = attempt + 1,
     fence = fence + 1,
     lease_owner = :owner_id,
     lease_expires_at = :lease_expires_at,
-    updated_at = :now,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = NULL
-WHERE occurrence_id IN (SELECT value FROM json_each(:ids))
+WHERE seq IN (SELECT value FROM json_each(:ids))
   AND attempt < max_attempts
   AND (
-    (+status IN ('queued', 'retry_wait') AND available_at <= :now)
+    (+status IN ('queued', 'retry_wait') AND +gate = 0 AND available_at <= :now)
     OR
     (+status = 'running' AND lease_expires_at <= :now)
   )
@@ -136,25 +189,50 @@ ORDER BY r.key
 -- insert_occurrence_from_job for many firings in one statement (:rows as for insert_events);
 -- returns the ids it inserted (a firing that exists, or whose job changed, returns nothing).
 INSERT INTO occurrences
-  (occurrence_id, job_id, job_revision, idempotency_key, trigger_key,
+  (occurrence_id, job_id, job_revision, trigger_key,
    scheduled_for, available_at, status, attempt, max_attempts, fence,
-   lease_owner, lease_expires_at, authority_json, payload_json,
+   lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable)
-SELECT json_extract(r.value, '$.occurrence_id'), j.job_id, j.revision,
-       json_extract(r.value, '$.idempotency_key'), json_extract(r.value, '$.trigger_key'),
-       json_extract(r.value, '$.scheduled_for'), json_extract(r.value, '$.available_at'),
-       'queued', 0, j.max_attempts, 0,
-       NULL, NULL, j.authority_json,
-       COALESCE(json_extract(r.value, '$.payload_json'), j.payload_json),
-       NULL, NULL, json_extract(r.value, '$.now'), json_extract(r.value, '$.now'), NULL,
-       j.kind, json_extract(r.value, '$.workspace_id'), 1
-FROM json_each(:rows) AS r
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+SELECT r.occurrence_id, j.job_id, j.revision, r.trigger_key,
+       r.scheduled_for, r.available_at, 'queued', 0, j.max_attempts, 0,
+       NULL, NULL, j.authority_id, COALESCE(r.payload_json, j.payload_json),
+       NULL, NULL, r.now, r.now, NULL,
+       j.kind, r.workspace_id, 1,
+       COALESCE(r.queue, j.queue), COALESCE(r.priority, j.priority), r.partition_key,
+       CASE
+         WHEN r.available_at > r.now THEN 1
+         WHEN r.partition_key IS NOT NULL AND EXISTS (
+           SELECT 1 FROM jobledger_queues AS q
+           WHERE q.name = COALESCE(r.queue, j.queue)
+             AND (q.partition_concurrency IS NOT NULL OR q.partition_rate_limit IS NOT NULL)
+         ) THEN 1
+         ELSE 0
+       END,
+       CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
+       r.trace_json
+FROM (
+  SELECT e.key AS position,
+         json_extract(e.value, '$.occurrence_id') AS occurrence_id,
+         json_extract(e.value, '$.job_id') AS job_id,
+         json_extract(e.value, '$.job_revision') AS job_revision,
+         json_extract(e.value, '$.trigger_key') AS trigger_key,
+         json_extract(e.value, '$.scheduled_for') AS scheduled_for,
+         json_extract(e.value, '$.available_at') AS available_at,
+         json_extract(e.value, '$.payload_json') AS payload_json,
+         json_extract(e.value, '$.now') AS now,
+         json_extract(e.value, '$.workspace_id') AS workspace_id,
+         json_extract(e.value, '$.queue') AS queue,
+         json_extract(e.value, '$.priority') AS priority,
+         json_extract(e.value, '$.partition_key') AS partition_key,
+         json_extract(e.value, '$.trace_json') AS trace_json
+  FROM json_each(:rows) AS e
+) AS r
 JOIN jobs AS j
-  ON j.job_id = json_extract(r.value, '$.job_id')
- AND j.revision = json_extract(r.value, '$.job_revision')
+  ON j.job_id = r.job_id
+ AND j.revision = r.job_revision
  AND j.enabled = 1
 WHERE true
-ORDER BY r.key
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING occurrence_id
+ORDER BY r.position
+ON CONFLICT (occurrence_id) DO NOTHING
+RETURNING occurrence_id, seq, queue, priority

@@ -153,7 +153,120 @@ _V3_COLUMNS: dict[str, Columns] = {
         ("dead_lettered", "INTEGER", 1, 0),
     ),
 }
-_COLUMNS: dict[int, dict[str, Columns]] = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS}
+_V4_COLUMNS: dict[str, Columns] = {
+    **_V3_COLUMNS,
+    "jobs": (
+        *_V1_COLUMNS["jobs"],
+        ("queue", "TEXT", 1, 0),
+        ("priority", "INTEGER", 1, 0),
+        ("on_lost_lease", "TEXT", 1, 0),
+        ("run_revision", "INTEGER", 1, 0),
+        ("authority_id", "INTEGER", 0, 0),
+    ),
+    "occurrences": (
+        ("seq", "INTEGER", 0, 1),
+        ("occurrence_id", "TEXT", 1, 0),
+        ("job_id", "TEXT", 1, 0),
+        ("job_revision", "INTEGER", 1, 0),
+        ("trigger_key", "TEXT", 1, 0),
+        ("scheduled_for", "INTEGER", 1, 0),
+        ("available_at", "INTEGER", 1, 0),
+        ("status", "TEXT", 1, 0),
+        ("attempt", "INTEGER", 1, 0),
+        ("max_attempts", "INTEGER", 1, 0),
+        ("fence", "INTEGER", 1, 0),
+        ("lease_owner", "TEXT", 0, 0),
+        ("lease_expires_at", "INTEGER", 0, 0),
+        ("authority_id", "INTEGER", 1, 0),
+        ("payload_json", "TEXT", 1, 0),
+        ("last_error_json", "TEXT", 0, 0),
+        ("result_json", "TEXT", 0, 0),
+        ("created_at", "INTEGER", 1, 0),
+        ("updated_at", "INTEGER", 1, 0),
+        ("settled_at", "INTEGER", 0, 0),
+        ("kind", "TEXT", 1, 0),
+        ("workspace_id", "TEXT", 0, 0),
+        ("runnable", "INTEGER", 1, 0),
+        ("queue", "TEXT", 1, 0),
+        ("priority", "INTEGER", 1, 0),
+        ("partition_key", "TEXT", 0, 0),
+        ("gate", "INTEGER", 1, 0),
+        ("adjudicate", "INTEGER", 1, 0),
+        ("snoozes", "INTEGER", 1, 0),
+        ("pending_parents", "INTEGER", 1, 0),
+        ("on_parent_failure", "TEXT", 0, 0),
+        ("result_read_at", "INTEGER", 0, 0),
+        ("trace_json", "TEXT", 0, 0),
+    ),
+    "jobledger_authorities": (
+        ("authority_id", "INTEGER", 0, 1),
+        ("authority_json", "TEXT", 1, 0),
+    ),
+    "jobledger_keys": (
+        ("job_id", "TEXT", 1, 1),
+        ("trigger_key", "TEXT", 1, 2),
+        ("occurrence_id", "TEXT", 1, 0),
+    ),
+    "jobledger_queues": (
+        ("name", "TEXT", 1, 1),
+        ("concurrency", "INTEGER", 0, 0),
+        ("worker_concurrency", "INTEGER", 0, 0),
+        ("partition_concurrency", "INTEGER", 0, 0),
+        ("rate_limit", "INTEGER", 0, 0),
+        ("rate_per_ms", "INTEGER", 0, 0),
+        ("partition_rate_limit", "INTEGER", 0, 0),
+        ("partition_rate_per_ms", "INTEGER", 0, 0),
+        ("paused", "INTEGER", 1, 0),
+        ("paused_reason", "TEXT", 0, 0),
+        ("paused_at", "INTEGER", 0, 0),
+        ("paused_by", "TEXT", 0, 0),
+        ("revision", "INTEGER", 1, 0),
+        ("created_at", "INTEGER", 1, 0),
+        ("updated_at", "INTEGER", 1, 0),
+    ),
+    "jobledger_rate_windows": (
+        ("queue", "TEXT", 1, 1),
+        ("partition_key", "TEXT", 1, 2),
+        ("window_start", "INTEGER", 1, 0),
+        ("claims", "INTEGER", 1, 0),
+        ("wake_at", "INTEGER", 0, 0),
+    ),
+    "jobledger_dependencies": (
+        ("parent_seq", "INTEGER", 1, 1),
+        ("child_seq", "INTEGER", 1, 2),
+    ),
+    "jobledger_adjudications": (
+        ("occurrence_id", "TEXT", 1, 1),
+        ("job_id", "TEXT", 1, 0),
+        ("request_id", "TEXT", 1, 0),
+        ("decision", "TEXT", 1, 0),
+        ("evidence_digest", "TEXT", 1, 0),
+        ("expected_attempt", "INTEGER", 1, 0),
+        ("expected_fence", "INTEGER", 1, 0),
+        ("reason", "TEXT", 1, 0),
+        ("actor", "TEXT", 1, 0),
+        ("status", "TEXT", 1, 0),
+        ("created_at", "INTEGER", 1, 0),
+        ("applied_at", "INTEGER", 0, 0),
+        ("retry_outcome_json", "TEXT", 0, 0),
+        ("retry_settled_at", "INTEGER", 0, 0),
+    ),
+    "jobledger_store": (
+        ("store_id", "TEXT", 1, 1),
+        ("created_at", "INTEGER", 1, 0),
+    ),
+    "jobledger_liveness": (
+        ("owner_id", "TEXT", 1, 1),
+        ("generation", "INTEGER", 1, 0),
+        ("taken_at", "INTEGER", 1, 0),
+    ),
+}
+_COLUMNS: dict[int, dict[str, Columns]] = {
+    1: _V1_COLUMNS,
+    2: _V2_COLUMNS,
+    3: _V3_COLUMNS,
+    4: _V4_COLUMNS,
+}
 
 _V1_INDEXES = (
     "scheduler_events_job",
@@ -176,7 +289,30 @@ _V3_INDEXES = (
     "scheduler_occurrences_idempotency",
     "scheduler_occurrences_job",
 )
-_INDEXES: dict[int, tuple[str, ...]] = {1: _V1_INDEXES, 2: _V2_INDEXES, 3: _V3_INDEXES}
+_V4_INDEXES = (
+    "jobledger_dependencies_child",
+    "jobledger_occurrences_held",
+    "jobledger_occurrences_job",
+    "jobledger_occurrences_kind",
+    "jobledger_occurrences_lanes",
+    "jobledger_occurrences_leases",
+    "jobledger_occurrences_ready",
+    "jobledger_occurrences_ready_workspace",
+    "jobledger_occurrences_running",
+    "jobledger_occurrences_status",
+    "jobledger_occurrences_waiting",
+    "jobledger_rate_windows_wake",
+    "jobledger_requeues_occurrence",
+    "jobledger_schedules_due",
+    "scheduler_events_job",
+    "scheduler_events_occurrence",
+)
+_INDEXES: dict[int, tuple[str, ...]] = {
+    1: _V1_INDEXES,
+    2: _V2_INDEXES,
+    3: _V3_INDEXES,
+    4: _V4_INDEXES,
+}
 
 MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
     Path(__file__).with_name("migrations"),
@@ -184,6 +320,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         1: "cf244f675ac7430683f67046b57524eb6c14baa45d6463ed3f704be898fec887",
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
         3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
+        4: "1e895b44dc93ec723cace9c031358a427fa817a6632f9f0c17b57aa1284fc510",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
@@ -475,7 +612,11 @@ def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
 
 
 def _stored_authorities(conn: sqlite3.Connection) -> Iterator[tuple[str, object, object]]:
-    for table, key in (("jobs", "job_id"), ("occurrences", "occurrence_id")):
+    # From v4 on, occurrences point at jobledger_authorities (each envelope stored once).
+    tables: tuple[tuple[str, str], ...] = (("jobs", "job_id"), ("occurrences", "occurrence_id"))
+    if "jobledger_authorities" in _user_tables(conn):
+        tables = (("jobs", "job_id"), ("jobledger_authorities", "authority_id"))
+    for table, key in tables:
         for row in _plain(conn).execute(f"SELECT {key}, authority_json FROM {table}"):
             yield table, row[0], row[1]
 

@@ -73,7 +73,7 @@ class _SQLiteTx:
     def now(self) -> int:
         return validate_clock_reading(self._clock())
 
-    def id_list(self, values: Sequence[str]) -> object:
+    def id_list(self, values: Sequence[str] | Sequence[int]) -> object:
         return json.dumps(list(values))
 
     def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
@@ -183,28 +183,9 @@ class SQLiteStore(LedgerStore):
         with self._connection.reading() as conn:
             return body(_SQLiteTx(conn, self._clock))
 
-    def _claim_candidates(
-        self, tx: Tx, *, now: int, kinds: Sequence[str], workspace: str | None, limit: int
-    ) -> list[Row]:
-        # One index probe per kind (each stops after ``limit`` rows), merged in claim order.
-        if workspace is None:
-            probes = [
-                tx.all("claim_candidates", {"kind": kind, "now": now, "limit": limit})
-                for kind in kinds
-            ]
-        else:
-            probes = [
-                tx.all(
-                    "claim_candidates_in_workspace",
-                    {"kind": kind, "workspace_id": workspace, "now": now, "limit": limit},
-                )
-                for kind in kinds
-            ]
-        if len(probes) == 1:
-            return probes[0]
-        merged = [row for probe in probes for row in probe]
-        merged.sort(key=lambda row: (row["due_at"], row["scheduled_for"], row["occurrence_id"]))
-        return merged[:limit]
+    def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
+        """Nothing to take: every write transaction is ``BEGIN IMMEDIATE``, and SQLite lets one
+        writer at a time in, so claims, pauses and admissions are already serialized."""
 
     def schema_info(self) -> SchemaInfo:
         with self._connection.reading() as conn:

@@ -1,0 +1,158 @@
+"""The App's foundation: its store, handlers and defaults (the other parts build on it)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from .. import contract
+from ..clock import Clock
+from ..engine.handlers import Authorizer, Handler
+from ..engine.retry import DEFAULT_BACKOFF, BackoffPolicy
+from ..engine.runtime import Runtime
+from ..errors import InvalidArgument
+from ..store import Store, open_store
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = ["MAX_KEY_LENGTH", "AppBase", "H"]
+
+H = TypeVar("H", bound=Handler)
+# Idempotency keys become trigger keys "key:<key>"; the identifier limit is 256.
+MAX_KEY_LENGTH = 200
+
+
+class AppBase:
+    """What every part of :class:`~jobledger.App` shares: the store (opened on first use), the
+    handlers registered with :meth:`handler`, and the defaults they imply."""
+
+    def __init__(
+        self,
+        target: str | Path | Store,
+        *,
+        name: str = "jobledger",
+        clock: Clock | None = None,
+        authorize: Authorizer | None = None,
+        retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
+        store_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        given_store = isinstance(target, Store)
+        if given_store and clock is not None:
+            raise InvalidArgument(
+                "a store given to App keeps its own clock: pass clock= to open_store instead",
+                details={"field": "clock"},
+            )
+        if given_store and store_options:
+            raise InvalidArgument(
+                "store_options apply only when App opens the store from a path or URL",
+                details={"field": "store_options"},
+            )
+        if clock is not None and not callable(clock):
+            raise InvalidArgument("clock must be a callable returning epoch ms")
+        self.name = contract.normalize_identifier(name, "name")
+        self.clock: Clock | None = clock
+        self.authorize = authorize
+        self.retry_policy = retry_policy
+        self._target = target
+        self._store_options = dict(store_options or {})
+        self._store: Store | None = target if isinstance(target, Store) else None
+        self._owns_store = self._store is None
+        self._lock = threading.Lock()
+        self._handlers: dict[str, tuple[Handler, BackoffPolicy | None, timedelta | None]] = {}
+        # What becomes of a lost lease, per kind (SPEC §9): the default of the jobs this app
+        # declares for the kind.
+        self._lost_lease_policies: dict[str, str] = {}
+        self._runtimes: list[Runtime] = []
+
+    # -- store -------------------------------------------------------------------------------
+
+    @property
+    def target(self) -> str | Path | Store:
+        """What the app was given: a path or URL it opens, or an open store."""
+        return self._target
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """The options the app passes to :func:`jobledger.open_store` (a copy)."""
+        return dict(self._store_options)
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use."""
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self._target, clock=self.clock, **self._store_options)  # type: ignore[arg-type]
+            return self._store
+
+    def close(self) -> None:
+        """Stop runtimes and close the store if this app opened it. Idempotent."""
+        with self._lock:
+            runtimes, self._runtimes = self._runtimes, []
+            store = self._store
+            if self._owns_store:
+                self._store = None
+        for runtime in runtimes:
+            runtime.close()
+        if store is not None and self._owns_store:
+            store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self) -> int:
+        return self.store.now() if self.clock is None else self.clock()
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    def handler(
+        self,
+        kind: str,
+        *,
+        retry: BackoffPolicy | None = None,
+        timeout: timedelta | None = None,
+        on_lost_lease: str = "retry",
+    ) -> Callable[[H], H]:
+        """Decorator: handle jobs of ``kind`` with the decorated function (sync or async).
+
+        ``retry`` is the kind's backoff policy; ``timeout`` its time limit per attempt (past it
+        the attempt fails as a retryable ``SCHEDULER_RUNTIME_TIMEOUT``). ``on_lost_lease``:
+        ``"retry"`` runs an attempt whose worker was lost again; ``"adjudicate"`` makes it an
+        outcome-unknown dead letter waiting for an operator's decision (SPEC §9) — the default
+        for the jobs this app declares for the kind (``Job.on_lost_lease``).
+        """
+        key = Runtime.normalize_kind(kind)  # a bad kind fails when the decorator is made
+        Runtime.check_timeout(timeout)
+        policy = contract.normalize_lost_lease_policy(on_lost_lease)
+
+        def register(function: H) -> H:
+            Runtime.check_handler(key, function, self._handlers)
+            self._handlers[key] = (function, retry, timeout)
+            self._lost_lease_policies[key] = policy
+            return function
+
+        return register
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The job kinds this app has handlers for."""
+        return frozenset(self._handlers)
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def default_authority(self) -> dict[str, Any]:
+        """``{"principal": {"type": "app", "id": <app name>}}``: who asked, when nobody else did."""
+        return {"principal": {"type": "app", "id": self.name}}
+
+    def lost_lease_policy(self, kind: str, given: str | None = None) -> str:
+        """``given``, else the policy of this app's handler for ``kind``, else ``"retry"``."""
+        if given is not None:
+            return contract.normalize_lost_lease_policy(given)
+        return self._lost_lease_policies.get(kind, "retry")

@@ -1,0 +1,175 @@
+"""Enqueuing work (the App's enqueue methods)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from .. import contract
+from ..durations import choose_ms, epoch_ms_from
+from ..errors import InvalidArgument
+from ..models import UNSET, EnqueueRequest, Occurrence
+
+if TYPE_CHECKING:
+    pass
+
+
+from .base import MAX_KEY_LENGTH, AppBase
+
+__all__ = ["EnqueueMethods"]
+
+
+class EnqueueMethods(AppBase):
+    """Enqueuing work (the App's enqueue methods)."""
+
+    # -- enqueue -----------------------------------------------------------------------------
+
+    def _instant(
+        self,
+        at: datetime | None,
+        at_ms: int | None,
+        delay: timedelta | None,
+        delay_ms: int | None,
+    ) -> int:
+        given = [
+            n
+            for n, v in (("at", at), ("at_ms", at_ms), ("delay", delay), ("delay_ms", delay_ms))
+            if v is not None
+        ]
+        if len(given) > 1:
+            raise InvalidArgument(
+                f"pass one of at, at_ms, delay, delay_ms (got {', '.join(given)})"
+            )
+        if at is not None:
+            if not isinstance(at, datetime):
+                raise InvalidArgument(
+                    "at must be an aware datetime; pass at_ms=<epoch ms> for a number"
+                )
+            return epoch_ms_from(at, "at")
+        if at_ms is not None:
+            return contract.normalize_epoch_ms(at_ms, "at_ms")
+        offset = choose_ms(delay, delay_ms, "delay", default_ms=0)
+        assert offset is not None
+        return self._now() + offset
+
+    @staticmethod
+    def _trigger_key(key: str | None) -> tuple[str, bool]:
+        """The occurrence's trigger key and whether it is once-per-key (idempotent)."""
+        if key is None:
+            return f"enqueue:{uuid.uuid4().hex}", False
+        text = contract.normalize_identifier(key, "key", max_length=MAX_KEY_LENGTH)
+        return f"key:{text}", True
+
+    def enqueue(
+        self,
+        job_id: str,
+        *,
+        payload: Any = UNSET,
+        key: str | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
+    ) -> Occurrence:
+        """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
+
+        Every call makes a new occurrence, unless ``key`` is given: an idempotency key (an order
+        id, a request id) — the first call with a key makes the occurrence, every later call
+        with the same key returns that same occurrence with ``deduplicated=True`` (and raises
+        ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` if its payload differs). ``payload`` defaults
+        to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
+        ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
+        key returns the first occurrence unchanged, whatever these say.
+        """
+        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        trigger_key, once = self._trigger_key(key)
+        if once:
+            [occurrence] = self.store.enqueue_batch(
+                [
+                    EnqueueRequest(
+                        job_id=job_id,
+                        scheduled_for=scheduled_for,
+                        trigger_key=trigger_key,
+                        payload=payload,
+                        once_per_trigger=True,
+                        match_payload=True,
+                        queue=queue,
+                        priority=priority,
+                        partition=partition,
+                    )
+                ]
+            )
+            return occurrence
+        return self.store.enqueue_occurrence(
+            job_id=job_id,
+            scheduled_for=scheduled_for,
+            trigger_key=trigger_key,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            partition=partition,
+        )
+
+    def enqueue_many(
+        self,
+        job_id: str,
+        payloads: Iterable[Any],
+        *,
+        keys: Sequence[str] | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        partitions: Sequence[str | None] | None = None,
+    ) -> list[Occurrence]:
+        """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
+
+        The same rules as :meth:`enqueue` for each: a new occurrence per payload, or with
+        ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
+        to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
+        partition (or ``None``) per payload. Either every occurrence is written, or none.
+        """
+        if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
+            raise InvalidArgument(
+                "payloads must be a list of payloads", details={"field": "payloads"}
+            )
+        items = list(payloads)
+        if keys is not None and (not isinstance(keys, (list, tuple)) or len(keys) != len(items)):
+            raise InvalidArgument("keys must have one key per payload", details={"field": "keys"})
+        if partitions is not None and (
+            not isinstance(partitions, (list, tuple)) or len(partitions) != len(items)
+        ):
+            raise InvalidArgument(
+                "partitions must have one partition (or None) per payload",
+                details={"field": "partitions"},
+            )
+        if len(items) > contract.MAX_ENQUEUE_BATCH:
+            raise InvalidArgument(
+                f"enqueue_many takes at most {contract.MAX_ENQUEUE_BATCH} payloads per call",
+                details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
+            )
+        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        requests: list[EnqueueRequest] = []
+        for index, payload in enumerate(items):
+            trigger_key, once = self._trigger_key(None if keys is None else keys[index])
+            requests.append(
+                EnqueueRequest(
+                    job_id=job_id,
+                    scheduled_for=scheduled_for,
+                    trigger_key=trigger_key,
+                    payload=payload,
+                    once_per_trigger=once,
+                    match_payload=once,
+                    queue=queue,
+                    priority=priority,
+                    partition=None if partitions is None else partitions[index],
+                )
+            )
+        return self.store.enqueue_batch(requests)

@@ -1,0 +1,105 @@
+"""Declaring jobs and reading them back (the App's job methods)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import contract
+from ..models import Event, Job, Occurrence
+from ..store.ensure import ensure_job
+
+if TYPE_CHECKING:
+    pass
+
+
+from .base import AppBase
+
+__all__ = ["JobMethods"]
+
+
+class JobMethods(AppBase):
+    """Declaring jobs and reading them back (the App's job methods)."""
+
+    def create_job(
+        self,
+        id: str,
+        kind: str,
+        *,
+        payload: Any = None,
+        authority: dict[str, Any] | None = None,
+        trigger: Any = None,
+        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
+        enabled: bool = True,
+        queue: str = contract.DEFAULT_QUEUE,
+        priority: int = 0,
+        on_lost_lease: str | None = None,
+    ) -> Job:
+        """Create a job (revision 1); ``authority`` defaults to :meth:`default_authority`.
+
+        ``queue``/``priority`` are what its occurrences run in and with, unless an enqueue says
+        otherwise (SPEC §7); ``on_lost_lease`` ``None`` takes this app's handler's policy for
+        the kind (:meth:`handler`), else ``"retry"``."""
+        return self.store.create_job(
+            id=id,
+            kind=kind,
+            authority=self.default_authority() if authority is None else authority,
+            trigger=trigger,
+            payload=payload,
+            enabled=enabled,
+            max_attempts=max_attempts,
+            queue=queue,
+            priority=priority,
+            on_lost_lease=self.lost_lease_policy(kind, on_lost_lease),
+        )
+
+    def ensure_job(
+        self,
+        id: str,
+        kind: str,
+        *,
+        payload: Any = None,
+        authority: dict[str, Any] | None = None,
+        trigger: Any = None,
+        max_attempts: int = contract.DEFAULT_MAX_ATTEMPTS,
+        enabled: bool = True,
+        queue: str = contract.DEFAULT_QUEUE,
+        priority: int = 0,
+        on_lost_lease: str | None = None,
+    ) -> Job:
+        """Create the job, or bring it to exactly this definition; idempotent.
+
+        For declaring jobs at start-up: the same declaration again changes nothing (no new
+        revision); a changed one updates the job with compare-and-swap on its revision (so
+        occurrences enqueued under the old definition are not run with the new one).
+        """
+        wanted = {
+            "kind": kind,
+            "trigger": {} if trigger is None else trigger,
+            "payload": payload,
+            "authority": self.default_authority() if authority is None else authority,
+            "enabled": enabled,
+            "max_attempts": max_attempts,
+            "queue": queue,
+            "priority": priority,
+            "on_lost_lease": self.lost_lease_policy(kind, on_lost_lease),
+        }
+        return ensure_job(self.store, id, wanted)
+
+    def get_job(self, job_id: str) -> Job | None:
+        return self.store.get_job(job_id)
+
+    def get_occurrence(self, occurrence_id: str) -> Occurrence | None:
+        return self.store.get_occurrence(occurrence_id)
+
+    def history(
+        self, *, occurrence_id: str | None = None, job_id: str | None = None, limit: int = 50
+    ) -> list[Event]:
+        """Audit events, newest first."""
+        return self.store.history(occurrence_id=occurrence_id, job_id=job_id, limit=limit)
+
+    def cancel(self, occurrence_id: str, *, reason: str, actor: str | None = None) -> Occurrence:
+        """Cancel a queued, waiting or running occurrence (audited; see
+        :meth:`Store.cancel_occurrence <jobledger.Store.cancel_occurrence>`)."""
+        return self.store.cancel_occurrence(
+            occurrence_id=occurrence_id, actor=actor or f"app:{self.name}", reason=reason
+        )

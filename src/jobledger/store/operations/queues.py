@@ -1,0 +1,221 @@
+"""Queue declarations and pause (SPEC §7): limits in the store, operator actions audited.
+
+``declare_queue`` replaces a queue's whole declaration (omitted limits become ``None``) and
+rebalances its partitions: a raised or removed partition limit admits held rows at once. Pause
+and resume take the queue's lock exclusively on PostgreSQL, so a pause returns only after every
+claim of the queue in flight has committed, and every later claim sees it; on SQLite the single
+writer does the same. Each change appends an audit record (``queue_updated``, ``queue_paused``,
+``queue_resumed``) with its actor — operator actions, listed by ``jobledger audit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import contract
+from ...errors import InvalidArgument
+from ...models import Queue, Rate
+from .. import inputs, rows
+from ..tx import Tx
+from .admission import Gate, load_queues, queue_lock
+from .base import OperationsBase, required
+
+__all__ = ["QueueOperations", "normalize_declaration"]
+
+
+def _limit(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not contract.is_safe_int(value) or value < 1:
+        raise InvalidArgument(
+            f"{field} must be None or an integer of at least 1", details={"field": field}
+        )
+    return value
+
+
+def _rate(value: object, field: str) -> Rate | None:
+    if value is None:
+        return None
+    if not isinstance(value, Rate):
+        raise InvalidArgument(
+            f"{field} must be None or a jobledger.Rate", details={"field": field}
+        )
+    return value
+
+
+def normalize_declaration(
+    *,
+    name: object,
+    concurrency: object = None,
+    worker_concurrency: object = None,
+    partition_concurrency: object = None,
+    rate: object = None,
+    partition_rate: object = None,
+) -> Queue:
+    """A queue declaration, validated (``SCHEDULER_INVALID_ARGUMENT`` naming the field)."""
+    return Queue(
+        name=contract.normalize_queue_name(name, "name"),
+        concurrency=_limit(concurrency, "concurrency"),
+        worker_concurrency=_limit(worker_concurrency, "worker_concurrency"),
+        partition_concurrency=_limit(partition_concurrency, "partition_concurrency"),
+        rate=_rate(rate, "rate"),
+        partition_rate=_rate(partition_rate, "partition_rate"),
+    )
+
+
+class QueueOperations(OperationsBase):
+    """Queue declarations and pause (see the module docstring)."""
+
+    def get_queue(self, name: str) -> Queue | None:
+        self._assert_open()
+        key = contract.normalize_queue_name(name, "name")
+        row = self._read(lambda tx: tx.one("get_queue", {"name": key}))
+        return None if row is None else rows.queue_from_row(row)
+
+    def list_queues(self) -> list[Queue]:
+        self._assert_open()
+        return [rows.queue_from_row(row) for row in self._read(lambda tx: tx.all("list_queues"))]
+
+    def declare_queue(self, declaration: Queue, *, actor: str) -> Queue:
+        if not isinstance(declaration, Queue):
+            raise InvalidArgument("declaration must be a jobledger.Queue")
+        wanted = normalize_declaration(
+            name=declaration.name,
+            concurrency=declaration.concurrency,
+            worker_concurrency=declaration.worker_concurrency,
+            partition_concurrency=declaration.partition_concurrency,
+            rate=declaration.rate,
+            partition_rate=declaration.partition_rate,
+        )
+        who = contract.normalize_identifier(actor, "actor")
+
+        def body(tx: Tx) -> Queue:
+            now = tx.now()
+            self._take_locks(tx, shared=(), exclusive=[queue_lock(wanted.name)])
+            before = tx.one("get_queue", {"name": wanted.name})
+            previous = None if before is None else rows.queue_from_row(before)
+            if previous is not None and _same_limits(previous, wanted):
+                return previous  # the same declaration again changes nothing
+            stored = rows.queue_from_row(
+                required(tx.one("declare_queue", {**_limit_params(wanted), "now": now}))
+            )
+            self._audit(
+                tx,
+                now=now,
+                action="queue_updated",
+                actor=who,
+                subject=wanted.name,
+                data={
+                    "queue": wanted.name,
+                    "from": None if previous is None else _limits_json(previous),
+                    "to": _limits_json(stored),
+                },
+            )
+            if previous is not None and _tighter_partitions(previous, stored):
+                # Rows admitted under the old partition limits may be more than the new ones
+                # allow: every partitioned row of the queue goes back through admission.
+                tx.run("regate_ready_partitions", {"queue": wanted.name})
+                tx.run("regate_held_partitions", {"queue": wanted.name})
+            elif previous is None or previous.partition_limited:
+                # A raised or removed partition limit: admit what the new limit allows now.
+                partitions = [
+                    row["partition_key"]
+                    for row in tx.all("held_partitions", {"queue": wanted.name})
+                ]
+                if partitions:
+                    Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(
+                        (wanted.name, partition) for partition in partitions
+                    )
+            return stored
+
+        return self._write(body)
+
+    def pause_queue(self, name: str, *, reason: str, actor: str) -> Queue:
+        key = contract.normalize_queue_name(name, "name")
+        who, why = inputs.normalize_actor_reason(actor, reason)
+
+        def body(tx: Tx) -> Queue:
+            now = tx.now()
+            # Exclusive: waits for the claims of this queue in flight; later claims see it.
+            self._take_locks(tx, shared=(), exclusive=[queue_lock(key)])
+            stored = rows.queue_from_row(
+                required(
+                    tx.one("pause_queue", {"name": key, "reason": why, "actor": who, "now": now})
+                )
+            )
+            self._audit(
+                tx,
+                now=now,
+                action="queue_paused",
+                actor=who,
+                subject=key,
+                data={"queue": key, "reason": why},
+            )
+            return stored
+
+        return self._write(body)
+
+    def resume_queue(self, name: str, *, actor: str) -> Queue:
+        key = contract.normalize_queue_name(name, "name")
+        who = contract.normalize_identifier(actor, "actor")
+
+        def body(tx: Tx) -> Queue:
+            now = tx.now()
+            self._take_locks(tx, shared=(), exclusive=[queue_lock(key)])
+            row = tx.one("resume_queue", {"name": key, "now": now})
+            if row is None:
+                return Queue(name=key)  # never declared, never paused: nothing to resume
+            self._audit(
+                tx, now=now, action="queue_resumed", actor=who, subject=key, data={"queue": key}
+            )
+            return rows.queue_from_row(row)
+
+        result = self._write(body)
+        self._after_enqueue()  # its queued work is claimable again: wake idle workers
+        return result
+
+
+def _tighter_partitions(before: Queue, after: Queue) -> bool:
+    """Does ``after`` admit fewer rows per partition than ``before`` could have admitted?"""
+
+    def tighter(old: int | None, new: int | None) -> bool:
+        return new is not None and (old is None or new < old)
+
+    old_rate, new_rate = before.partition_rate, after.partition_rate
+    if new_rate is not None and old_rate is not None:
+        # Fewer claims per millisecond (compared without division).
+        slower = new_rate.limit * old_rate.per_ms < old_rate.limit * new_rate.per_ms
+    else:
+        slower = new_rate is not None
+    return tighter(before.partition_concurrency, after.partition_concurrency) or slower
+
+
+def _same_limits(a: Queue, b: Queue) -> bool:
+    return _limits_json(a) == _limits_json(b)
+
+
+def _limits_json(queue: Queue) -> dict[str, Any]:
+    return {
+        "concurrency": queue.concurrency,
+        "workerConcurrency": queue.worker_concurrency,
+        "partitionConcurrency": queue.partition_concurrency,
+        "rate": None if queue.rate is None else queue.rate.to_json(),
+        "partitionRate": None if queue.partition_rate is None else queue.partition_rate.to_json(),
+    }
+
+
+def _limit_params(queue: Queue) -> dict[str, Any]:
+    return {
+        "name": queue.name,
+        "concurrency": queue.concurrency,
+        "worker_concurrency": queue.worker_concurrency,
+        "partition_concurrency": queue.partition_concurrency,
+        "rate_limit": None if queue.rate is None else queue.rate.limit,
+        "rate_per_ms": None if queue.rate is None else queue.rate.per_ms,
+        "partition_rate_limit": (
+            None if queue.partition_rate is None else queue.partition_rate.limit
+        ),
+        "partition_rate_per_ms": (
+            None if queue.partition_rate is None else queue.partition_rate.per_ms
+        ),
+    }
