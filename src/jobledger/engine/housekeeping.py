@@ -8,7 +8,8 @@
 * **periodic tasks**, each on its own interval of the injected monotonic clock — ``reap`` (end
   the leases of workers that are certainly gone, so their work is taken over at once), ``beat``
   (record this worker alive), ``liveness`` (PostgreSQL: check the lock's session, taking it back
-  at once if it ended) and ``prune`` (with ``retention``: remove settled history);
+  at once if it ended) and ``prune`` (with ``retention``: remove settled history); a beat
+  whose ``status`` (the worker's stuck slots) changed re-registers the worker with it;
 * **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
   ``plan_interval``.
 
@@ -23,6 +24,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from ..clock import Monotonic
 from ..durations import ms_from_timedelta
@@ -55,6 +57,7 @@ class Housekeeper:
         monotonic: Monotonic,
         record: Record,
         poll_timeout: Callable[[], float],
+        status: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self._store = store
         self._owner_id = owner_id
@@ -64,6 +67,10 @@ class Housekeeper:
         self._monotonic = monotonic
         self._record = record
         self._poll_timeout = poll_timeout
+        self._status = status
+        self._info: dict[str, Any] = {}
+        self._reported_status: dict[str, Any] = {}
+        self._gone = False
         self._owner_lock: OwnerLockHandle | None = None
         self._planner = Planner(store)
         self._seconds: dict[str, float] = {}
@@ -80,7 +87,7 @@ class Housekeeper:
         except SchedulerError:
             logger.exception("could not take this worker's liveness lock")
             self._owner_lock = None
-        info = {
+        self._info = {
             "kinds": sorted(self._kinds),
             "concurrency": options.concurrency,
             "prefetch": options.effective_prefetch,
@@ -89,18 +96,25 @@ class Housekeeper:
             "version": __version__,
         }
         try:
-            self._store.register_worker(
-                worker_id=self._owner_id,
-                hostname=socket.gethostname() or "localhost",
-                pid=os.getpid(),
-                info=info,
-            )
+            self._gone = False
+            self._register(self._status())
         except SchedulerError:
             logger.exception("could not record this worker in the store")
         self._schedule()
 
+    def _register(self, status: dict[str, Any]) -> None:
+        # The registry's upsert keeps started_at: announcing again only refreshes the info.
+        self._store.register_worker(
+            worker_id=self._owner_id,
+            hostname=socket.gethostname() or "localhost",
+            pid=os.getpid(),
+            info={**self._info, **status},
+        )
+        self._reported_status = status
+
     def farewell(self) -> None:
         """Record the stop, then give the liveness lock back."""
+        self._gone = True  # a late beat must not announce a stopped worker again
         try:
             self._store.stop_worker(self._owner_id)
         except SchedulerError:
@@ -160,7 +174,13 @@ class Housekeeper:
                     self._record("reaped", len(expired))
 
     def _beat(self) -> None:
-        self._store.touch_worker(self._owner_id)
+        status = self._status()
+        if self._gone:
+            return
+        if status != self._reported_status:
+            self._register(status)
+        else:
+            self._store.touch_worker(self._owner_id)
 
     def _liveness(self) -> None:
         lock = self._owner_lock
