@@ -25,6 +25,8 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_worker_slots_busy                       gauge
     jobledger_worker_stuck_slots                      gauge   (handlers past their time limit
                                                                that ignore cancellation)
+    jobledger_clock_steps_total{direction}            counter (forward|backward: the store's
+                                                               clock stepped, seen by a worker)
     jobledger_planner_lag_seconds                     histogram (now − slot, at enqueue)
     jobledger_planner_enqueued_total{kind}            counter
     jobledger_planner_skipped_runs_total              counter
@@ -55,6 +57,7 @@ from prometheus_client.registry import Collector
 
 from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
+from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
 from .models import WORKER_STALE_AFTER, Occurrence
@@ -160,6 +163,14 @@ class PrometheusObserver(Observer):
             "cancellation (its attempt is settled; the slot runs nothing until it returns).",
             registry=self.registry,
         )
+        self.clock_steps = Counter(
+            "jobledger_clock_steps",
+            "Steps of the store's clock a worker of this process saw (its progress between two "
+            "housekeeping passes differed from the monotonic clock's by more than "
+            f"{CLOCK_STEP_THRESHOLD.total_seconds():g} s).",
+            ["direction"],
+            registry=self.registry,
+        )
         self.planner_lag = Histogram(
             "jobledger_planner_lag_seconds",
             "How late a planner enqueued a schedule slot (now minus the slot's instant).",
@@ -239,6 +250,9 @@ class PrometheusObserver(Observer):
         with self._lock:
             self._stuck.discard((occurrence.id, occurrence.fence))
             self.stuck_slots.set(len(self._stuck))
+
+    def clock_stepped(self, direction: str, seconds: float) -> None:
+        self.clock_steps.labels(direction).inc()
 
 
 class StoreCollector(Collector):

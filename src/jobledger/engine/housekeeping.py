@@ -13,6 +13,13 @@
 * **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
   ``plan_interval``.
 
+* **clock steps** — on every pass the store's clock (:meth:`~jobledger.Store.now`: the process
+  clock on SQLite, the database clock on PostgreSQL) must have moved as far as the monotonic
+  clock; a disagreement beyond ``CLOCK_STEP_THRESHOLD`` is a step (an operator or NTP setting
+  the clock, a VM or laptop resumed from suspend). It is logged with its direction and size and
+  reported to the observer (``jobledger_clock_steps_total{direction}``): what a step does to
+  leases, due work and schedules is in ``docs/guarantees.md`` ("Clock steps").
+
 :meth:`Housekeeper.run_due` runs whatever is due at one monotonic instant, so tests drive the
 tasks without threads or sleeping; :meth:`Housekeeper.run` is the thread's loop around it.
 """
@@ -24,6 +31,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from ..clock import Monotonic
@@ -35,12 +43,16 @@ from ..version import __version__
 from .observe import Observer, notify
 from .options import WorkerOptions
 
-__all__ = ["Housekeeper"]
+__all__ = ["CLOCK_STEP_THRESHOLD", "Housekeeper"]
 
 logger = logging.getLogger("jobledger.worker")
 
 # What a housekeeper reports to its worker's summary: a counter's name and how much to add.
 Record = Callable[[str, int], None]
+# How far the store's clock may move apart from the monotonic clock between two housekeeping
+# passes before it counts as a step: well above a slow store read or a busy machine's scheduling
+# delay, well below a lease.
+CLOCK_STEP_THRESHOLD = timedelta(seconds=5)
 
 
 class Housekeeper:
@@ -71,6 +83,8 @@ class Housekeeper:
         self._info: dict[str, Any] = {}
         self._reported_status: dict[str, Any] = {}
         self._gone = False
+        # (store clock ms, monotonic s) at the last pass, to tell a step from time passing.
+        self._clock_mark: tuple[int, float] | None = None
         self._owner_lock: OwnerLockHandle | None = None
         self._planner = Planner(store)
         self._seconds: dict[str, float] = {}
@@ -146,6 +160,7 @@ class Housekeeper:
         if not self._due:
             self._schedule()
         now = self._monotonic() if now is None else now
+        self._check_clock(now)
         for task in [name for name, at in self._due.items() if at <= now]:
             self._due[task] = now + self._seconds[task]
             try:
@@ -159,6 +174,45 @@ class Housekeeper:
         while not stop.is_set():
             next_due = self.run_due()
             stop.wait(max(0.01, next_due - self._monotonic()))
+
+    def _check_clock(self, monotonic_now: float) -> None:
+        """Compare the store clock's progress since the last pass with the monotonic clock's;
+        report a step beyond ``CLOCK_STEP_THRESHOLD``."""
+        try:
+            store_now = self._store.now()
+        except SchedulerError:
+            logger.debug("could not read the store's clock", exc_info=True)
+            return
+        mark, self._clock_mark = self._clock_mark, (store_now, monotonic_now)
+        if mark is None:
+            return
+        store_moved_s = (store_now - mark[0]) / 1000
+        elapsed_s = monotonic_now - mark[1]
+        step_s = store_moved_s - elapsed_s
+        threshold_s = CLOCK_STEP_THRESHOLD.total_seconds()
+        if abs(step_s) <= threshold_s:
+            return
+        direction = "forward" if step_s > 0 else "backward"
+        if direction == "forward":
+            effect = (
+                "leases held across it may have expired under their holders and be taken over; "
+                "delayed work, retries and schedule slots it skipped are due at once"
+            )
+        else:
+            effect = (
+                "work that was due, retries and schedules wait until the clock catches up, "
+                "and leases held across it last that much longer"
+            )
+        logger.warning(
+            "the store's clock stepped %s by %.1f s (it moved %.1f s while %.1f s passed): %s",
+            direction,
+            abs(step_s),
+            store_moved_s,
+            elapsed_s,
+            effect,
+            extra={"clock_step_s": round(step_s, 3), "direction": direction},
+        )
+        notify(self._observer, "clock_stepped", direction, abs(step_s))
 
     def _reap(self) -> None:
         store, me = self._store, self._owner_id

@@ -53,6 +53,10 @@ class Observer:
     def slot_freed(self, occurrence: Occurrence) -> None:
         """The stuck handler of ``occurrence`` returned: its slot runs attempts again."""
 
+    def clock_stepped(self, direction: str, seconds: float) -> None:
+        """The store's clock moved ``seconds`` more (``direction="forward"``) or less
+        (``"backward"``) than the monotonic clock between two housekeeping passes."""
+
 
 NO_OBSERVER = Observer()
 
