@@ -280,3 +280,40 @@ def test_a_step_just_past_the_threshold_counts(stepped, wall):
     keeper.run_due()
     assert _steps(observer, "backward") == 1
     keeper.farewell()
+
+
+class SlowClockRead:
+    """The store, whose ``now()`` takes ``delay_s`` of the fake monotonic clock when asked to."""
+
+    def __init__(self, store: jobledger.Store, ticks: Ticks) -> None:
+        self._store = store
+        self._ticks = ticks
+        self.delay_s = 0.0
+
+    def now(self) -> int:
+        self._ticks.now += self.delay_s
+        return self._store.now()
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+def test_a_slow_clock_read_is_not_taken_for_a_step(stepped, wall, caplog):
+    caplog.set_level(logging.WARNING, logger="jobledger.worker")
+    ticks, observer = Ticks(), PrometheusObserver()
+    slow = SlowClockRead(stepped, ticks)
+    keeper = _housekeeper(slow, ticks, observer)
+    keeper.announce()
+    keeper.run_due()
+    # A read of the store's clock that took 10 s (a PostgreSQL round trip through an outage)
+    # cannot say when the reading was taken: it is not compared…
+    slow.delay_s = 10
+    keeper.run_due()
+    assert _steps(observer, "forward") == _steps(observer, "backward") == 0
+    # …and the next pass compares with the last good reading.
+    slow.delay_s = 0
+    wall.step(-HOUR_MS)
+    keeper.run_due()
+    assert _steps(observer, "backward") == 1
+    assert "stepped backward by 3610.0 s" in caplog.records[-1].getMessage()
+    keeper.farewell()

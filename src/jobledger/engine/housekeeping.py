@@ -159,8 +159,8 @@ class Housekeeper:
         return when the next one is due."""
         if not self._due:
             self._schedule()
+        self._check_clock()
         now = self._monotonic() if now is None else now
-        self._check_clock(now)
         for task in [name for name, at in self._due.items() if at <= now]:
             self._due[task] = now + self._seconds[task]
             try:
@@ -175,21 +175,26 @@ class Housekeeper:
             next_due = self.run_due()
             stop.wait(max(0.01, next_due - self._monotonic()))
 
-    def _check_clock(self, monotonic_now: float) -> None:
+    def _check_clock(self) -> None:
         """Compare the store clock's progress since the last pass with the monotonic clock's;
         report a step beyond ``CLOCK_STEP_THRESHOLD``."""
+        threshold_s = CLOCK_STEP_THRESHOLD.total_seconds()
+        before = self._monotonic()
         try:
-            store_now = self._store.now()
+            store_now = self._store.now()  # PostgreSQL: a round trip now and then
         except SchedulerError:
             logger.debug("could not read the store's clock", exc_info=True)
             return
+        after = self._monotonic()
+        if after - before > threshold_s / 2:
+            return  # too slow a read to place it in time: compare at the next pass instead
+        monotonic_now = (before + after) / 2
         mark, self._clock_mark = self._clock_mark, (store_now, monotonic_now)
         if mark is None:
             return
         store_moved_s = (store_now - mark[0]) / 1000
         elapsed_s = monotonic_now - mark[1]
         step_s = store_moved_s - elapsed_s
-        threshold_s = CLOCK_STEP_THRESHOLD.total_seconds()
         if abs(step_s) <= threshold_s:
             return
         direction = "forward" if step_s > 0 else "backward"
