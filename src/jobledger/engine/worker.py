@@ -166,6 +166,7 @@ class Worker:
         self._lock = threading.Lock()
         self._summary = WorkerSummary()
         self._feed: ClaimAhead | None = None
+        self._on_result: Callable[[RunResult], None] | None = None
         # Occurrences whose attempt timed out while their handler still runs (by attempt).
         self._stuck: dict[int, Occurrence] = {}
         self.housekeeper = Housekeeper(
@@ -248,11 +249,17 @@ class Worker:
         if feed is not None:
             feed.stop_claiming()  # no new claims from now on (only sets an event)
 
-    def run(self, *, install_signal_handlers: bool = True) -> WorkerSummary:
+    def run(
+        self,
+        *,
+        install_signal_handlers: bool = True,
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> WorkerSummary:
         """Run until :meth:`stop` (or SIGTERM/SIGINT) and a graceful shutdown; blocking.
 
         Signal handlers are installed only when called from the main thread, and the previous
-        handlers are restored on return.
+        handlers are restored on return. ``on_result`` hears every attempt's result as it is
+        counted (from the slot or settler thread: it must be quick and thread-safe).
         """
         if self.options.metrics_port is not None and not self.services:
             raise InvalidArgument(
@@ -264,6 +271,7 @@ class Worker:
         stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
+        self._on_result = on_result
         runtime, options = self.runtime, self.options
         store = runtime.store
         settler = Settler(store, monotonic=self._monotonic)
@@ -340,6 +348,7 @@ class Worker:
                     except Exception:
                         logger.exception("closing a worker service failed")
                 runtime.keeper.release_hold()
+                self._on_result = None
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
                 for signum, handler in previous.items():
@@ -524,6 +533,12 @@ class Worker:
     def _record(self, result: RunResult) -> None:
         with self._lock:
             self._summary.statuses[result.status] += 1
+        listener = self._on_result
+        if listener is not None:
+            try:
+                listener(result)
+            except Exception:
+                logger.exception("a worker's result listener failed")
 
     def _count(self, name: str, amount: int) -> None:
         with self._lock:
