@@ -160,9 +160,7 @@ def test_a_step_forward_hands_every_live_lease_to_the_next_claim(stepped, wall):
         )
 
 
-def test_a_step_forward_without_a_claim_in_between_leaves_the_holder_its_lease_lost(
-    stepped, wall
-):
+def test_a_step_forward_without_a_claim_in_between_leaves_the_holder_its_lease_lost(stepped, wall):
     _job(stepped, "job")
     stepped.enqueue_occurrence(job_id="job", scheduled_for=wall(), trigger_key="t")
     claimed = _claim(stepped, "w1")

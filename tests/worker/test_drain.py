@@ -71,9 +71,7 @@ def test_a_drain_waits_for_a_retry_on_the_injected_clock(store, clock, make_runt
         slept.append(seconds)
         clock.advance(round(seconds * 1000))
 
-    worker = jobledger.Worker(
-        make_runtime({"echo": flaky}), poll_interval=FAST_POLL, planner=False
-    )
+    worker = jobledger.Worker(make_runtime({"echo": flaky}), poll_interval=FAST_POLL, planner=False)
     report = Drain(worker, sleep=sleep).run(install_signal_handlers=False)
     assert report.outcome == "idle"
     assert (dict(report.statuses), report.attempts) == ({"succeeded": 1}, 2)

@@ -211,6 +211,35 @@ def test_with_a_free_slot_left_the_worker_keeps_running_the_rest(
         run.stop()
 
 
+def test_a_graceful_stop_does_not_wait_for_a_stuck_slot(store, clock, make_runtime, driver):
+    add_job(store, "job-hang", kind="hang", clock=clock)
+    run = HungWorker(store, make_runtime, driver, concurrency=1, prefetch=0)
+    run.worker = jobledger.Worker(
+        run.runtime,
+        concurrency=1,
+        prefetch=0,
+        poll_interval=FAST_POLL,
+        planner=False,
+        grace_period=timedelta(hours=1),
+    )
+    box: list[jobledger.WorkerSummary] = []
+    thread = threading.Thread(
+        target=lambda: box.append(run.worker.run(install_signal_handlers=False)), daemon=True
+    )
+    thread.start()
+    assert run.worker.wait_until_running(WAIT_S) and run.started.wait(WAIT_S)
+    run.time_out()
+    wait_until(lambda: len(run.worker.stuck_slots) == 1, "the stuck slot")
+    try:
+        # Its attempt is settled: nothing to wait an hour's grace period for, nothing to give back.
+        stop_worker(run.worker, thread, timeout_s=WAIT_S)
+        assert not thread.is_alive(), "the stop waited for the stuck slot"
+        [summary] = box
+        assert (summary.forced, summary.released) == (False, [])
+    finally:
+        run.gate.set()
+
+
 def test_the_registry_entry_carries_the_stuck_slots(store):
     status: dict[str, Any] = {"stuckSlots": 0, "stuckOccurrences": []}
     ticks = FakeMonotonic()

@@ -21,7 +21,8 @@ settling by group commit, planning schedules, shutting down gracefully.
   PostgreSQL ``NOTIFY``) wakes it at once.
 * **Shutdown** — :meth:`Worker.stop` (or SIGTERM/SIGINT while :meth:`Worker.run` runs in the
   main thread) stops claiming and gives back the buffered claims; running handlers get
-  ``grace_period`` to finish and settle; then the rest are abandoned: handlers are cancelled and
+  ``grace_period`` to finish and settle (stuck slots, below, are not waited for: their attempts
+  are settled already); then the rest are abandoned: handlers are cancelled and
   their leases released (``reason="worker_shutdown"``), so another worker can claim them at once
   with the attempt handed back. A second signal skips the rest of the grace period.
 * **Stuck slots** — a sync handler past its time limit is settled on time (a retryable
@@ -167,8 +168,9 @@ class Worker:
         self._summary = WorkerSummary()
         self._feed: ClaimAhead | None = None
         self._on_result: Callable[[RunResult], None] | None = None
-        # Occurrences whose attempt timed out while their handler still runs (by attempt).
-        self._stuck: dict[int, Occurrence] = {}
+        # Slots whose attempt timed out while their handler still runs: by attempt, the slot's
+        # thread and the occurrence.
+        self._stuck: dict[int, tuple[threading.Thread, Occurrence]] = {}
         self.housekeeper = Housekeeper(
             runtime.store,
             owner_id=runtime.owner_id,
@@ -203,7 +205,7 @@ class Worker:
         """The occurrences whose handlers keep a slot stuck: their attempts are over (a time
         limit settled them) but their threads still run."""
         with self._lock:
-            return list(self._stuck.values())
+            return [occurrence for _, occurrence in self._stuck.values()]
 
     # -- single steps (tests) ----------------------------------------------------------------
 
@@ -401,7 +403,7 @@ class Worker:
         # this thread: then the slot is stuck until run() returns. The lock orders the two.
         slot = threading.Lock()
         returned = stuck = False
-        name = threading.current_thread().name
+        thread = threading.current_thread()
 
         def reported(attempt: Attempt) -> None:
             nonlocal stuck
@@ -412,7 +414,7 @@ class Worker:
                 with slot:
                     stuck = attempt.timed_out and not returned
                     if stuck:
-                        self._slot_stuck(attempt, name)
+                        self._slot_stuck(attempt, thread)
                     feed.done(attempt.work_seconds, stuck=stuck)
 
         attempt = self.runtime.attempt(
@@ -433,19 +435,19 @@ class Worker:
             with slot:
                 returned = True
                 if stuck:
-                    self._slot_freed(attempt, name)
+                    self._slot_freed(attempt, thread)
                     feed.freed()
 
-    def _slot_stuck(self, attempt: Attempt, slot: str) -> None:
+    def _slot_stuck(self, attempt: Attempt, slot: threading.Thread) -> None:
         occurrence = attempt.claimed
         with self._lock:
-            self._stuck[id(attempt)] = occurrence
+            self._stuck[id(attempt)] = (slot, occurrence)
             count = len(self._stuck)
         logger.warning(
             "worker slot %s is stuck: the handler of %s ran past its time limit and ignores "
             "cancellation (its attempt is settled; Python cannot stop the thread); the slot "
             "runs nothing until the handler returns (%d of %d slot(s) stuck)",
-            slot,
+            slot.name,
             occurrence.id,
             count,
             self.options.concurrency,
@@ -453,14 +455,14 @@ class Worker:
         )
         notify(self.runtime.observer, "slot_stuck", occurrence)
 
-    def _slot_freed(self, attempt: Attempt, slot: str) -> None:
+    def _slot_freed(self, attempt: Attempt, slot: threading.Thread) -> None:
         occurrence = attempt.claimed
         with self._lock:
             self._stuck.pop(id(attempt), None)
         logger.info(
             "the stuck handler of %s returned: worker slot %s runs attempts again",
             occurrence.id,
-            slot,
+            slot.name,
             extra=attempt_fields(occurrence),
         )
         notify(self.runtime.observer, "slot_freed", occurrence)
@@ -468,8 +470,15 @@ class Worker:
     def _status(self) -> dict[str, Any]:
         """What changes in this worker's registry entry while it runs (``jobledger stats``)."""
         with self._lock:
-            stuck = sorted(occurrence.id for occurrence in self._stuck.values())
+            stuck = sorted(occurrence.id for _, occurrence in self._stuck.values())
         return {"stuckSlots": len(stuck), "stuckOccurrences": stuck}
+
+    def _working(self, slots: list[threading.Thread]) -> list[threading.Thread]:
+        """The slots still running an attempt: alive and not stuck (a stuck slot's attempt is
+        settled, so a shutdown has nothing to wait for or give back there)."""
+        with self._lock:
+            stuck = [thread for thread, _ in self._stuck.values()]
+        return [slot for slot in slots if slot.is_alive() and all(slot is not t for t in stuck)]
 
     def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
         if not stop.is_set():
@@ -505,12 +514,12 @@ class Worker:
         monotonic = self._monotonic
         deadline = monotonic() + self.grace_period_ms / 1000
         while not force.is_set():
-            alive = [slot for slot in slots if slot.is_alive()]
+            alive = self._working(slots)
             remaining = deadline - monotonic()
             if not alive or remaining <= 0:
                 break
             alive[0].join(timeout=min(remaining, 0.1))
-        if not any(slot.is_alive() for slot in slots):
+        if not self._working(slots):
             return
         self._summary.forced = True
         # Repeat until the slots exit: a slot may have started an attempt just before the stop
@@ -522,7 +531,7 @@ class Worker:
                 logger.info("gave back %d unfinished lease(s)", len(released))
             with self._lock:
                 self._summary.released.extend(released)
-            alive = [slot for slot in slots if slot.is_alive()]
+            alive = self._working(slots)
             remaining = abandon_deadline - monotonic()
             if not alive or remaining <= 0:
                 break
