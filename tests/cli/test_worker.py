@@ -451,10 +451,16 @@ def test_until_idle_runs_delayed_work_within_the_horizon_only(cli, tmp_path, fla
     assert 29 <= sum(slept) <= 31
 
 
-def test_idle_horizon_needs_until_idle(sqlite_cli, tmp_path, app_module):
+def test_idle_horizon_needs_until_idle_and_at_most_a_day(sqlite_cli, tmp_path, app_module):
     name = app_module(sqlite_cli.target)
-    result = sqlite_cli(
-        "worker", f"{name}:app", "--app-dir", str(tmp_path), "--idle-horizon", "1m", db=None
-    )
+    argv = ("worker", f"{name}:app", "--app-dir", str(tmp_path))
+    result = sqlite_cli(*argv, "--idle-horizon", "1m", db=None)
     result.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
     assert "--until-idle" in result.err
+    with sqlite_cli.open() as store:
+        store.create_job(id="e", kind="echo", authority=AUTHORITY)
+        store.enqueue_occurrence(job_id="e", scheduled_for=0, trigger_key="t")
+    too_long = sqlite_cli(*argv, "--until-idle", "--idle-horizon", "2d", db=None)
+    too_long.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    with sqlite_cli.open() as store:  # refused before anything ran
+        assert {c.status for c in store.count_occurrences()} == {"queued"}

@@ -31,7 +31,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..app import App
-from ..engine.drain import DEFAULT_IDLE_HORIZON, Backlog, Drain, DrainReport
+from ..engine.drain import DEFAULT_IDLE_HORIZON, Backlog, Drain, DrainReport, idle_horizon_ms
 from ..engine.options import WorkerOptions
 from ..engine.worker import WorkerSummary
 from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNotFound
@@ -368,9 +368,7 @@ def _drain(
     worker = app.worker(options.with_changes(planner=False))
 
     def progress(report: DrainReport) -> None:
-        ctx.note(
-            f"drained {_occurrences(report)}; kinds with due work: {report.due_kinds}"
-        )
+        ctx.note(f"drained {_occurrences(report)}; kinds with due work: {report.due_kinds}")
 
     def waiting(left: Backlog) -> None:
         assert left.next is not None
@@ -413,7 +411,7 @@ def _left_text(ctx: Context, left: Backlog | None) -> str:
     if not left.waiting:
         text = "nothing waits"
     elif left.next is None:
-        text = f"{left.waiting} occurrence(s) wait, due but not taken by this worker"
+        text = f"{left.waiting} occurrence(s) wait, already due"
     else:
         among = "" if left.complete else " among those read"
         text = f"{left.waiting} occurrence(s) wait: next, {_next_due(ctx, left)}{among}"
@@ -450,10 +448,12 @@ def _drain_json(report: DrainReport) -> dict[str, Any]:
 
 def run_worker(ctx: Context, args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    if args.idle_horizon is not None and not args.until_idle:
-        raise InvalidArgument(
-            "--idle-horizon only applies with --until-idle", details={"field": "idle_horizon"}
-        )
+    if args.idle_horizon is not None:
+        if not args.until_idle:
+            raise InvalidArgument(
+                "--idle-horizon only applies with --until-idle", details={"field": "idle_horizon"}
+            )
+        idle_horizon_ms(args.idle_horizon)  # checked before anything runs
     explicit = None if ctx.uses_default_target else ctx.target
     with _logging(args.log_level, ctx.err), _exported_db(explicit):
         app = load_app(args.app, args.app_dir)

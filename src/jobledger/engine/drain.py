@@ -46,6 +46,7 @@ __all__ = [
     "Backlog",
     "Drain",
     "DrainReport",
+    "idle_horizon_ms",
     "read_backlog",
 ]
 
@@ -62,6 +63,16 @@ WAIT_STEP_S = 1.0
 PROGRESS_EVERY_S = 1.0
 # Statuses of occurrences that still wait for a claim.
 WAITING = ("queued", "retry_wait")
+
+
+def idle_horizon_ms(horizon: timedelta) -> int:
+    """``horizon`` as whole milliseconds, checked: 0 up to :data:`MAX_IDLE_HORIZON`."""
+    horizon_ms = ms_from_timedelta(horizon, "idle_horizon")
+    if horizon_ms > ms_from_timedelta(MAX_IDLE_HORIZON, "idle_horizon"):
+        raise InvalidArgument(
+            "the idle horizon must be at most one day", details={"field": "idle_horizon"}
+        )
+    return horizon_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +162,7 @@ class Drain:
     ) -> None:
         if not isinstance(worker, Worker):
             raise InvalidArgument("worker must be a jobledger.Worker")
-        self.horizon_ms = ms_from_timedelta(horizon, "idle_horizon")
-        if horizon > MAX_IDLE_HORIZON:
-            raise InvalidArgument(
-                "the idle horizon must be at most one day", details={"field": "idle_horizon"}
-            )
+        self.horizon_ms = idle_horizon_ms(horizon)
         self.worker = worker
         self._done = threading.Event()
         self._sleep = sleep or self._done.wait

@@ -11,8 +11,7 @@
   at once if it ended) and ``prune`` (with ``retention``: remove settled history); a beat
   whose ``status`` (the worker's stuck slots) changed re-registers the worker with it;
 * **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
-  ``plan_interval``.
-
+  ``plan_interval``;
 * **clock steps** — on every pass the store's clock (:meth:`~jobledger.Store.now`: the process
   clock on SQLite, the database clock on PostgreSQL) must have moved as far as the monotonic
   clock; a disagreement beyond ``CLOCK_STEP_THRESHOLD`` is a step (an operator or NTP setting
