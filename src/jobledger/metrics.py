@@ -7,8 +7,8 @@ Two sources, because they answer different questions:
 
 * :class:`PrometheusObserver` — an :class:`~jobledger.engine.observe.Observer` the runtime and
   worker call as things happen *in this process*: claims, reclaims, settlements by status, lost
-  leases, handler durations, busy slots, planner lag. Counters start at zero when the process
-  starts; Prometheus' ``rate``/``increase`` handle the restarts.
+  leases, handler durations, busy and stuck slots, planner lag. Counters start at zero when the
+  process starts; Prometheus' ``rate``/``increase`` handle the restarts.
 * :class:`StoreCollector` — reads the store *at scrape time*: queue depth by status and kind,
   the age of the oldest due occurrence per kind, leases held per owner, live workers. These are
   exact and shared by every process looking at the same store, so a fleet of workers exports the
@@ -23,6 +23,10 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_leases_lost_total{kind}                 counter
     jobledger_handler_duration_seconds{kind}          histogram
     jobledger_worker_slots_busy                       gauge
+    jobledger_worker_stuck_slots                      gauge   (handlers past their time limit
+                                                               that ignore cancellation)
+    jobledger_clock_steps_total{direction}            counter (forward|backward: the store's
+                                                               clock stepped, seen by a worker)
     jobledger_planner_lag_seconds                     histogram (now − slot, at enqueue)
     jobledger_planner_enqueued_total{kind}            counter
     jobledger_planner_skipped_runs_total              counter
@@ -53,6 +57,7 @@ from prometheus_client.registry import Collector
 
 from .contract import OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
+from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
 from .models import WORKER_STALE_AFTER, Occurrence
@@ -152,6 +157,20 @@ class PrometheusObserver(Observer):
             "Attempts running in this process now.",
             registry=self.registry,
         )
+        self.stuck_slots = Gauge(
+            "jobledger_worker_stuck_slots",
+            "Worker slots held by a handler that ran past its time limit and ignores "
+            "cancellation (its attempt is settled; the slot runs nothing until it returns).",
+            registry=self.registry,
+        )
+        self.clock_steps = Counter(
+            "jobledger_clock_steps",
+            "Steps of the store's clock a worker of this process saw (its progress between two "
+            "housekeeping passes differed from the monotonic clock's by more than "
+            f"{CLOCK_STEP_THRESHOLD.total_seconds():g} s).",
+            ["direction"],
+            registry=self.registry,
+        )
         self.planner_lag = Histogram(
             "jobledger_planner_lag_seconds",
             "How late a planner enqueued a schedule slot (now minus the slot's instant).",
@@ -174,6 +193,7 @@ class PrometheusObserver(Observer):
         # gauge below zero, and a lost lease is counted once whichever hook reports it first.
         self._busy: set[tuple[str, int]] = set()
         self._lost: set[tuple[str, int]] = set()
+        self._stuck: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     # -- Observer hooks ---------------------------------------------------------------------
@@ -220,6 +240,19 @@ class PrometheusObserver(Observer):
             self.planner_lag.observe(max(0, now - occurrence.scheduled_for) / 1000)
         if skipped:
             self.planner_skipped.inc(skipped)
+
+    def slot_stuck(self, occurrence: Occurrence) -> None:
+        with self._lock:
+            self._stuck.add((occurrence.id, occurrence.fence))
+            self.stuck_slots.set(len(self._stuck))
+
+    def slot_freed(self, occurrence: Occurrence) -> None:
+        with self._lock:
+            self._stuck.discard((occurrence.id, occurrence.fence))
+            self.stuck_slots.set(len(self._stuck))
+
+    def clock_stepped(self, direction: str, seconds: float) -> None:
+        self.clock_steps.labels(direction).inc()
 
 
 class StoreCollector(Collector):

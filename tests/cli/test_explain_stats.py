@@ -82,6 +82,17 @@ def test_stats(cli):
             pid=42,
             info={"kinds": ["sms"], "concurrency": 4},
         )
+        store.register_worker(
+            worker_id="worker-hung",
+            hostname="host-2",
+            pid=43,
+            info={
+                "kinds": ["sms"],
+                "concurrency": 2,
+                "stuckSlots": 1,
+                "stuckOccurrences": ["occ-hung-1"],
+            },
+        )
     document = cli.json("stats", "--window", "1h")
     assert set(document) == {
         "target",
@@ -100,8 +111,10 @@ def test_stats(cli):
     assert due["sms"]["occurrenceId"] != held.id  # a live lease is not due
     [holder] = document["leaseHolders"]
     assert (holder["ownerId"], holder["leases"]) == ("worker-9", 1)
-    [worker] = document["workers"]
-    assert (worker["workerId"], worker["info"]["concurrency"]) == ("worker-9", 4)
+    workers = {worker["workerId"]: worker for worker in document["workers"]}
+    assert workers["worker-9"]["info"]["concurrency"] == 4
+    # Slots stuck in a handler past its time limit, as each worker last reported them.
+    assert (workers["worker-9"]["stuckSlots"], workers["worker-hung"]["stuckSlots"]) == (0, 1)
     throughput = document["throughput"]
     assert throughput["windowMs"] == 3_600_000
     assert throughput["totals"] == {"succeeded": 0, "retried": 0, "deadLettered": 1}
@@ -116,6 +129,8 @@ def test_stats(cli):
         "throughput over the last 15m",
         "1 dead-lettered",
         due["sms"]["occurrenceId"],
+        "STUCK",
+        "worker-hung: 1 slot(s) stuck in a handler past its time limit (occ-hung-1)",
     ):
         assert needle in text
     cli("stats", "--window", "forever").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)

@@ -3,6 +3,7 @@ the app deciding its store (and --db never silently ignored), --migrate, loading
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import uuid
 from dataclasses import fields
@@ -13,6 +14,7 @@ import pytest
 
 import jobledger
 from jobledger.cli import build_parser
+from jobledger.cli.timefmt import iso_utc
 from jobledger.cli.worker import OPTION_FLAGS, options_from_args, same_target
 from tests.cli.conftest import AUTHORITY, Cli
 from tests.sqlite.handmade import listing, make_v2
@@ -303,3 +305,162 @@ def test_examples_worker_app_is_importable(sqlite_cli, monkeypatch):
         "worker", "examples.worker_app:app", "--app-dir", str(root), "--until-idle", db=None
     )
     assert result.code == 0, result.err
+
+
+# -- --until-idle: retries and delays within the horizon, counted per occurrence ----------------
+
+FLAKY_APP = """
+import os
+from datetime import timedelta
+
+import jobledger
+from jobledger.testing import FakeClock
+
+clock = FakeClock()
+app = jobledger.App(
+    os.environ["JOBLEDGER_DB"], name="cli-flaky", authorize=jobledger.allow_all, clock=clock
+)
+
+@app.handler("flaky")
+def flaky(ctx):
+    # "ok-after-N": fail (retry one second later) until attempt N; "never": retry in 10 minutes.
+    plan = ctx.payload
+    if plan == "never":
+        raise jobledger.Retry("not yet", delay=timedelta(minutes=10))
+    if ctx.occurrence.attempt < int(plan.rsplit("-", 1)[1]):
+        raise jobledger.Retry("again", delay=timedelta(seconds=1))
+    return {"attempt": ctx.occurrence.attempt}
+"""
+
+
+@pytest.fixture
+def flaky_app(tmp_path, monkeypatch):
+    """An app on a FakeClock, and a ``sleep`` for the command that moves that clock instead of
+    waiting (so waiting for a retry takes no time)."""
+    name = f"cli_flaky_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{name}.py").write_text(FLAKY_APP)
+    monkeypatch.delenv("JOBLEDGER_DB", raising=False)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        sys.modules[name].clock.advance(round(seconds * 1000))
+
+    yield name, sleep, slept
+    sys.modules.pop(name, None)
+
+
+def _enqueue_flaky(cli: Cli, *plans: str, available_at: int | None = None) -> None:
+    with cli.open() as store:
+        if store.get_job("flaky") is None:
+            store.create_job(id="flaky", kind="flaky", authority=AUTHORITY, max_attempts=5)
+        for plan in plans:
+            store.enqueue_occurrence(
+                job_id="flaky",
+                scheduled_for=available_at or 0,
+                available_at=available_at,
+                trigger_key=f"t-{plan}-{uuid.uuid4().hex[:6]}",
+                payload=plan,
+            )
+
+
+def _until_idle(cli: Cli, tmp_path, name: str, sleep, *extra: str):
+    return cli(
+        "--json",
+        "worker",
+        f"{name}:app",
+        "--app-dir",
+        str(tmp_path),
+        "--until-idle",
+        "--no-planner",
+        "--poll-interval",
+        "20ms",
+        "--log-level",
+        "warning",
+        *extra,
+        sleep=sleep,
+    )
+
+
+def test_until_idle_waits_for_retries_within_the_horizon_and_counts_occurrences(
+    cli, tmp_path, flaky_app
+):
+    name, sleep, slept = flaky_app
+    _enqueue_flaky(cli, "ok-after-3", "ok-after-2", "never")
+    result = _until_idle(cli, tmp_path, name, sleep)
+    assert result.code == 0, result.err
+    summary = result.json
+    # Three occurrences in six attempts: two succeeded after their retries a second later,
+    # one waits for a retry ten minutes away (beyond the 60 s horizon).
+    assert summary["statuses"] == {"succeeded": 2, "retry_wait": 1}
+    assert (summary["occurrences"], summary["attempts"]) == (3, 6)
+    assert summary["attemptStatuses"] == {"retry_wait": 4, "succeeded": 2}
+    assert summary["outcome"] == "idle"
+    left = summary["left"]
+    assert (left["waiting"], left["running"], left["nextStatus"]) == (1, 0, "retry_wait")
+    assert left["complete"] is True
+    assert "waiting for a retry due at" in result.err
+    assert sum(slept) >= 2  # two rounds of one-second retries, waited on the app's clock
+    with cli.open() as store:
+        counts = {c.status: c.count for c in store.count_occurrences()}
+        assert counts == {"succeeded": 2, "retry_wait": 1}
+        [waiting] = store.list_occurrences(status="retry_wait", limit=5).items
+        assert left["nextOccurrenceId"] == waiting.id
+        assert left["nextDueAt"] == iso_utc(waiting.available_at)
+
+
+def test_until_idle_says_what_is_left_and_when_the_next_is_due(cli, tmp_path, flaky_app):
+    name, sleep, slept = flaky_app
+    _enqueue_flaky(cli, "ok-after-2", "ok-after-3")
+    result = cli(
+        "worker",
+        f"{name}:app",
+        "--app-dir",
+        str(tmp_path),
+        "--until-idle",
+        "--no-planner",
+        "--poll-interval",
+        "20ms",
+        "--idle-horizon",
+        "0s",
+        sleep=sleep,
+    )
+    assert result.code == 0, result.err
+    assert slept == []  # a zero horizon waits for nothing
+    assert result.out.startswith(
+        "worker stopped: 2 occurrence(s) (2 retry_wait) in 2 attempt(s); "
+        "2 occurrence(s) wait: next, a retry due at 2026-01-01T00:00:01"
+    )
+    assert "(in 1s)" in result.out
+
+
+def test_until_idle_runs_delayed_work_within_the_horizon_only(cli, tmp_path, flaky_app):
+    name, sleep, slept = flaky_app
+    from jobledger.testing import DEFAULT_START_MS
+
+    _enqueue_flaky(cli, "ok-after-1", available_at=DEFAULT_START_MS + 30_000)
+    _enqueue_flaky(cli, "ok-after-1", available_at=DEFAULT_START_MS + 120_000)
+    result = _until_idle(cli, tmp_path, name, sleep, "--idle-horizon", "45s")
+    assert result.code == 0, result.err
+    summary = result.json
+    assert summary["statuses"] == {"succeeded": 1}
+    left = summary["left"]
+    assert (left["waiting"], left["nextStatus"]) == (1, "queued")
+    assert left["nextDueAt"] == iso_utc(DEFAULT_START_MS + 120_000)
+    assert "waiting for a delayed occurrence due at" in result.err
+    assert 29 <= sum(slept) <= 31
+
+
+def test_idle_horizon_needs_until_idle_and_at_most_a_day(sqlite_cli, tmp_path, app_module):
+    name = app_module(sqlite_cli.target)
+    argv = ("worker", f"{name}:app", "--app-dir", str(tmp_path))
+    result = sqlite_cli(*argv, "--idle-horizon", "1m", db=None)
+    result.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    assert "--until-idle" in result.err
+    with sqlite_cli.open() as store:
+        store.create_job(id="e", kind="echo", authority=AUTHORITY)
+        store.enqueue_occurrence(job_id="e", scheduled_for=0, trigger_key="t")
+    too_long = sqlite_cli(*argv, "--until-idle", "--idle-horizon", "2d", db=None)
+    too_long.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+    with sqlite_cli.open() as store:  # refused before anything ran
+        assert {c.status for c in store.count_occurrences()} == {"queued"}

@@ -110,6 +110,7 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
                 "pid": worker.pid,
                 "startedAt": iso_utc(worker.started_at),
                 "lastSeenAt": iso_utc(worker.last_seen_at),
+                "stuckSlots": _stuck_slots(worker.info),
                 "info": worker.info,
             }
             for worker in workers
@@ -209,6 +210,7 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
                     Column("PID", align="right"),
                     Column("KINDS", max_width=40),
                     Column("SLOTS", align="right"),
+                    Column("STUCK", align="right"),
                     Column("STARTED", shrink=False),
                     Column("LAST SEEN", align="right"),
                 ],
@@ -219,6 +221,7 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
                         str(worker.pid),
                         ",".join(str(k) for k in worker.info.get("kinds", [])),
                         str(worker.info.get("concurrency", "")),
+                        str(_stuck_slots(worker.info)),
                         ctx.when(worker.started_at),
                         ctx.ago(worker.last_seen_at, now),
                     ]
@@ -227,6 +230,15 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
                 width=ctx.width,
                 color=ctx.color,
             )
+            for worker in workers:
+                stuck = _stuck_slots(worker.info)
+                if stuck:
+                    ids = worker.info.get("stuckOccurrences")
+                    held_by = ", ".join(str(o) for o in ids) if isinstance(ids, list) else ""
+                    table += (
+                        f"\n  {worker.worker_id}: {stuck} slot(s) stuck in a handler past its "
+                        f"time limit ({held_by or 'occurrences not reported'})"
+                    )
         else:
             table = "  none running"
         sections.append("workers\n" + table)
@@ -260,3 +272,10 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
 
 
 _KEYS = ("succeeded", "retried", "deadLettered")
+
+
+def _stuck_slots(info: dict[str, Any]) -> int:
+    """Slots the worker reported stuck in a handler past its time limit (0 for workers that do
+    not report it)."""
+    value = info.get("stuckSlots", 0)
+    return value if type(value) is int and value >= 0 else 0

@@ -22,8 +22,6 @@ import logging
 import os
 import re
 import sys
-import threading
-import time
 import typing
 from collections.abc import Iterator
 from dataclasses import MISSING, fields
@@ -33,16 +31,16 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..app import App
+from ..engine.drain import DEFAULT_IDLE_HORIZON, Backlog, Drain, DrainReport, idle_horizon_ms
 from ..engine.options import WorkerOptions
-from ..engine.worker import Worker, WorkerSummary
+from ..engine.worker import WorkerSummary
 from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNotFound
-from ..planning.planner import Planner
 from ..store import Store, open_store
 from ..store.paths import DB_ENV
 from .context import Context, is_postgres
 from .errors import APP_IMPORT_FAILED
 from .parsing import add_command, duration_arg, float_arg, natural_arg
-from .timefmt import format_duration
+from .timefmt import format_duration, iso_utc
 
 __all__ = ["OPTION_FLAGS", "load_app", "options_from_args", "register", "same_target"]
 
@@ -74,8 +72,6 @@ _HELP: Final = {
 # WorkerOptions field → the flag that sets it (every field has one; a test checks it).
 OPTION_FLAGS: Final = {f.name: "--" + f.name.replace("_", "-") for f in fields(WorkerOptions)}
 _DEST_PREFIX: Final = "worker_option_"
-IDLE_POLL_S: Final = 0.2
-PROGRESS_EVERY_S: Final = 1.0
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 
 
@@ -160,8 +156,9 @@ def register(subparsers: Any) -> None:
             "Run a worker for the jobledger.App named MODULE:APP (e.g. examples.demo:app): it\n"
             "claims and runs occurrences with the app's handlers and, unless --no-planner,\n"
             "plans the schedules, until SIGTERM or Ctrl-C (a graceful stop: running handlers get\n"
-            "--grace-period to finish). With --until-idle it plans once, runs what is due and\n"
-            "exits when nothing is left.\n\n"
+            "--grace-period to finish). With --until-idle it plans once, runs what is due (and\n"
+            "what falls due within --idle-horizon, such as retries), then exits and says what\n"
+            "still waits.\n\n"
             "The app decides its store. --db / $JOBLEDGER_DB is passed to the app's import as\n"
             "$JOBLEDGER_DB; if the app uses another store, the worker refuses. The store must\n"
             "exist at the newest schema: the worker creates or upgrades it only with --migrate\n"
@@ -174,6 +171,14 @@ def register(subparsers: Any) -> None:
         "--until-idle",
         action="store_true",
         help="plan once, run everything due, then exit (progress on stderr)",
+    )
+    parser.add_argument(
+        "--idle-horizon",
+        metavar="DURATION",
+        type=duration_arg,
+        help="with --until-idle: also wait for work (retries, delayed occurrences) falling due "
+        f"within this long (default: {_default_text(DEFAULT_IDLE_HORIZON)}; 0s: only what is "
+        "due now)",
     )
     parser.add_argument(
         "--migrate",
@@ -353,80 +358,102 @@ def _run_until_stopped(ctx: Context, app: App, options: WorkerOptions) -> Worker
     return app.run_worker(options)
 
 
-def _drain(ctx: Context, app: App, options: WorkerOptions) -> WorkerSummary:
-    """Plan once, run what is due with a real worker, stop when nothing is left."""
-    store = app.store
+def _drain(
+    ctx: Context, app: App, options: WorkerOptions, horizon: timedelta | None
+) -> DrainReport:
+    """Plan once, then run a real worker until it is idle (``jobledger.engine.drain``)."""
     if options.planner:
-        report = Planner(store).tick()
-        ctx.note(f"planned {len(report.enqueued)} occurrence(s)")
+        planned = app.plan()
+        ctx.note(f"planned {len(planned.enqueued)} occurrence(s)")
     worker = app.worker(options.with_changes(planner=False))
-    done = threading.Event()
-    monitor = threading.Thread(
-        target=_watch_until_idle, args=(ctx, worker, done), name="jobledger-until-idle", daemon=True
+
+    def progress(report: DrainReport) -> None:
+        ctx.note(f"drained {_occurrences(report)}; kinds with due work: {report.due_kinds}")
+
+    def waiting(left: Backlog) -> None:
+        assert left.next is not None
+        ctx.note(f"waiting for {_next_due(ctx, left)} ({left.next.id})")
+
+    drain = Drain(
+        worker,
+        horizon=DEFAULT_IDLE_HORIZON if horizon is None else horizon,
+        sleep=ctx.pause,
+        on_progress=progress,
+        on_wait=waiting,
     )
-    monitor.start()
-    try:
-        return worker.run()
-    finally:
-        done.set()
-        monitor.join(timeout=5)
+    report = drain.run()
+    if report.outcome == "stalled":
+        ctx.note("due work remains that this worker does not take; stopping")
+    ctx.note(f"{report.outcome}: drained {_occurrences(report)}")
+    return report
 
 
-def _snapshot(counter: Any) -> dict[str, int]:
-    """A copy of a Counter that the worker's threads keep updating."""
-    while True:
-        try:
-            return dict(counter)
-        except RuntimeError:  # changed size during the copy: try again
-            continue
+def _occurrences(report: DrainReport) -> str:
+    if not report.attempts:
+        return "nothing run"
+    return (
+        f"{report.occurrences} occurrence(s) ({_counts(report.statuses)}) in "
+        f"{report.attempts} attempt(s)"
+    )
 
 
-def _watch_until_idle(ctx: Context, worker: Worker, done: threading.Event) -> None:
-    """Stop ``worker`` once nothing it can take is due and it holds no lease.
+def _next_due(ctx: Context, left: Backlog) -> str:
+    """``a retry due at … (in 2m)`` for the next waiting occurrence."""
+    assert left.next is not None
+    what = "a retry" if left.next.status == "retry_wait" else "a delayed occurrence"
+    wait = format_duration(max(0, left.next.available_at - left.now))
+    return f"{what} due at {ctx.when(left.next.available_at)} (in {wait})"
 
-    "Due" is the store's :meth:`~jobledger.Store.oldest_due` for the worker's kinds. That read
-    cannot filter by workspace, so with ``--workspace-id`` (or when due work stays that this
-    worker never takes) it also stops after a quiet spell: nothing claimed, run or held for
-    ``max(5 s, 5 × poll interval)``.
-    """
-    while not worker.running:
-        if done.wait(0.02):
-            return
-    store = worker.runtime.store
-    owner = worker.runtime.owner_id
-    quiet_limit = max(5.0, 5 * worker.poll_interval_ms / 1000)
-    idle_polls = 0
-    last_total = -1
-    changed_at = time.monotonic()
-    shown_at = 0.0
-    while not done.wait(IDLE_POLL_S):
-        try:
-            due = store.oldest_due(kinds=worker.kinds)
-            held = any(holder.owner_id == owner for holder in store.lease_holders())
-        except SchedulerError as exc:
-            logger.warning("checking for due work failed: %s", exc)
-            continue
-        statuses = _snapshot(worker.summary.statuses)
-        total = sum(statuses.values())
-        now = time.monotonic()
-        if total != last_total or held or worker.runtime.in_flight():
-            last_total, changed_at = total, now
-        busy = bool(due) or held or bool(worker.runtime.in_flight())
-        idle_polls = 0 if busy else idle_polls + 1
-        if now - shown_at >= PROGRESS_EVERY_S:
-            shown_at = now
-            ctx.note(f"drained {total}: {_counts(statuses)}; kinds with due work: {len(due)}")
-        stalled = not held and now - changed_at >= quiet_limit
-        if idle_polls >= 2 or (stalled and (due or worker.options.workspace_id)):
-            if due and stalled and not worker.options.workspace_id:
-                ctx.note("due work remains that this worker does not take; stopping")
-            ctx.note(f"idle: drained {total} ({_counts(statuses)})")
-            worker.stop()
-            return
+
+def _left_text(ctx: Context, left: Backlog | None) -> str:
+    if left is None:
+        return "what is left is unknown (the store could not be read)"
+    if not left.waiting:
+        text = "nothing waits"
+    elif left.next is None:
+        text = f"{left.waiting} occurrence(s) wait, already due"
+    else:
+        among = "" if left.complete else " among those read"
+        text = f"{left.waiting} occurrence(s) wait: next, {_next_due(ctx, left)}{among}"
+    if left.running:
+        text += f"; {left.running} running on other workers"
+    return text
+
+
+def _left_json(left: Backlog | None) -> dict[str, Any] | None:
+    if left is None:
+        return None
+    following = left.next
+    return {
+        "waiting": left.waiting,
+        "running": left.running,
+        "nextDueAt": None if following is None else iso_utc(following.available_at),
+        "nextStatus": None if following is None else following.status,
+        "nextOccurrenceId": None if following is None else following.id,
+        "complete": left.complete,
+    }
+
+
+def _drain_json(report: DrainReport) -> dict[str, Any]:
+    return {
+        **_summary_json(report.summary),
+        "statuses": dict(sorted(report.statuses.items())),
+        "occurrences": report.occurrences,
+        "attempts": report.attempts,
+        "attemptStatuses": dict(sorted(report.summary.statuses.items())),
+        "outcome": report.outcome,
+        "left": _left_json(report.left),
+    }
 
 
 def run_worker(ctx: Context, args: argparse.Namespace) -> int:
     options = options_from_args(args)
+    if args.idle_horizon is not None:
+        if not args.until_idle:
+            raise InvalidArgument(
+                "--idle-horizon only applies with --until-idle", details={"field": "idle_horizon"}
+            )
+        idle_horizon_ms(args.idle_horizon)  # checked before anything runs
     explicit = None if ctx.uses_default_target else ctx.target
     with _logging(args.log_level, ctx.err), _exported_db(explicit):
         app = load_app(args.app, args.app_dir)
@@ -457,17 +484,28 @@ def run_worker(ctx: Context, args: argparse.Namespace) -> int:
                 f"concurrency {options.concurrency}; planner {'on' if options.planner else 'off'}"
                 + ("; until idle" if args.until_idle else "; Ctrl-C to stop")
             )
-            run = _drain if args.until_idle else _run_until_stopped
-            summary = run(ctx, app, options)
+            if args.until_idle:
+                report = _drain(ctx, app, options, args.idle_horizon)
+                summary = report.summary
+            else:
+                report = None
+                summary = _run_until_stopped(ctx, app, options)
         finally:
             app.close()
-    document = _summary_json(summary)
+    released = (f"; gave back {len(summary.released)} lease(s)" if summary.released else "") + (
+        "; grace period ran out" if summary.forced else ""
+    )
+    if report is not None:
+        drained = report
+        ctx.emit(
+            _drain_json(drained),
+            lambda: (
+                f"worker stopped: {_occurrences(drained)}{released}; "
+                f"{_left_text(ctx, drained.left)}"
+            ),
+        )
+        return 0
     ctx.emit(
-        document,
-        lambda: (
-            f"worker stopped: {_counts(summary.statuses)}"
-            + (f"; gave back {len(summary.released)} lease(s)" if summary.released else "")
-            + ("; grace period ran out" if summary.forced else "")
-        ),
+        _summary_json(summary), lambda: f"worker stopped: {_counts(summary.statuses)}{released}"
     )
     return 0

@@ -9,6 +9,10 @@ transaction:
   whenever slots took some, one :meth:`~jobledger.Store.claim_batch` refills the buffer, so a
   claim transaction carries many occurrences even with one slot. Buffered claims are leased to
   the worker and tracked by its lease keeper, so their leases are renewed while they wait.
+  A slot whose attempt ran past its time limit while its handler ignores cancellation is
+  *stuck* (Python cannot stop a thread): it counts as neither free nor holding a lease, so
+  nothing is claimed for it, and claims waiting in the buffer when no slot can start them are
+  given back (:meth:`ClaimAhead.done` with ``stuck=True``, :meth:`ClaimAhead.freed`).
 * :class:`Settler` — group commit. Slots hand their settlements over and go on to the next
   occurrence at once; a settler thread commits everything handed over since its last commit in
   one :meth:`~jobledger.Store.settle_batch`. A settlement is committed (or refused, if its lease
@@ -253,6 +257,11 @@ class ClaimAhead:
     :meth:`done` when an attempt no longer needs its slot. ``track``/``untrack`` register the
     buffered claims with the lease keeper. The feeder thread claims as soon as there is room,
     and waits for the work signal (or the poll interval) when the queue came back short.
+
+    A slot is *stuck* from ``done(stuck=True)`` (its attempt is over — a time limit settled it —
+    but its thread still runs the handler) until :meth:`freed`. Claims are made only for slots
+    that can start them; when every slot is stuck, the feeder hands the buffered claims to
+    ``give_back`` (which releases their leases) instead of keeping them renewed for nobody.
     """
 
     def __init__(
@@ -268,6 +277,7 @@ class ClaimAhead:
         generation: Callable[[], int],
         on_error: Callable[[BaseException], None],
         wake: Callable[[], None] = lambda: None,
+        give_back: Callable[[list[Occurrence]], None] = lambda claims: None,
         monotonic: Monotonic = monotonic_clock,
     ) -> None:
         self._claim = claim
@@ -285,9 +295,12 @@ class ClaimAhead:
         self._generation = generation
         self._on_error = on_error
         self._wake = wake
+        self._give_back = give_back
         self._changed = threading.Condition()
         self._ready: deque[Claimed] = deque()
         self._busy = 0
+        # Slots whose attempt ended (timed out) while their thread still runs its handler.
+        self._stuck = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.claims = 0  # claim transactions made (for figures and tests)
@@ -313,35 +326,67 @@ class ClaimAhead:
                     return claimed
                 self._changed.wait(0.5)
 
-    def done(self, duration_s: float | None = None) -> None:
-        """A slot finished with its attempt (its handler took ``duration_s``): there is room to
-        claim one more."""
+    def done(self, duration_s: float | None = None, *, stuck: bool = False) -> None:
+        """A slot's attempt is over (its handler took ``duration_s``): there is room to claim
+        one more — unless ``stuck``: the attempt was settled (a time limit) but the slot's thread
+        still runs its handler, so the slot stays taken until :meth:`freed`."""
         with self._changed:
             self._busy -= 1
-            if duration_s is not None:
+            if stuck:
+                self._stuck += 1
+            if duration_s is not None and not stuck:
+                # A timed-out attempt's duration is its limit, not what its handler takes.
                 mean = self._mean_s
                 self._mean_s = duration_s if mean is None else 0.8 * mean + 0.2 * duration_s
+            stranded = self._stranded()
+            self._changed.notify_all()
+        if stranded:
+            self._wake()  # a feeder waiting for work gives the stranded claims back now
+
+    def freed(self) -> None:
+        """A stuck slot's handler returned at last: the slot can run attempts again."""
+        with self._changed:
+            self._stuck = max(0, self._stuck - 1)
             self._changed.notify_all()
 
     @property
+    def stuck(self) -> int:
+        """Slots whose thread still runs a handler whose attempt is already over."""
+        with self._changed:
+            return self._stuck
+
+    @property
     def target(self) -> int:
-        """How many claims to keep in hand now (running and buffered)."""
+        """How many claims to keep in hand now (running and buffered), for the slots that can
+        start one: none when every slot is stuck."""
+        usable = self._slots - self._stuck
+        if usable <= 0:
+            return 0
+        capacity = self._capacity - self._stuck
         if self._window_s is None or self._mean_s is None:
-            return self._capacity
-        ahead = int(self._slots * self._window_s / max(self._mean_s, 1e-6))
-        return max(self._slots + 1, min(self._capacity, self._slots + ahead))
+            return capacity
+        ahead = int(usable * self._window_s / max(self._mean_s, 1e-6))
+        return max(usable + 1, min(capacity, usable + ahead))
 
     def _room(self) -> int:
         return self.target - self._busy - len(self._ready)
 
+    def _stranded(self) -> bool:
+        """Buffered claims that no slot can start: every slot is stuck."""
+        return bool(self._ready) and self._slots - self._stuck <= 0
+
     def _feed(self) -> None:
         while not self._stop.is_set():
             with self._changed:
-                while self._room() <= 0 and not self._stop.is_set():
+                while self._room() <= 0 and not self._stop.is_set() and not self._stranded():
                     self._changed.wait()
                 if self._stop.is_set():
                     return
+                stranded = self._take_stranded()
                 want = min(self._room(), MAX_BATCH_SIZE)
+            if stranded:
+                self._give_back(stranded)
+                continue
             seen = self._generation()
             try:
                 claimed = self._claim(want)
@@ -360,6 +405,16 @@ class ClaimAhead:
             if len(claimed) < want:
                 # The queue is drained for now: wait for an enqueue (or the poll interval).
                 self._wait_for_work(seen, self._stop)
+
+    def _take_stranded(self) -> list[Occurrence]:
+        """Empty the buffer if no slot can start its claims (the caller holds the lock)."""
+        if not self._stranded():
+            return []
+        entries = list(self._ready)
+        self._ready.clear()
+        for entry in entries:
+            self._untrack(entry)
+        return [entry.occurrence for entry in entries if entry.lost is None]
 
     def stop_claiming(self) -> None:
         """Make no more claims (safe from a signal handler: it only sets an event)."""

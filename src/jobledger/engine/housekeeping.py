@@ -8,9 +8,16 @@
 * **periodic tasks**, each on its own interval of the injected monotonic clock — ``reap`` (end
   the leases of workers that are certainly gone, so their work is taken over at once), ``beat``
   (record this worker alive), ``liveness`` (PostgreSQL: check the lock's session, taking it back
-  at once if it ended) and ``prune`` (with ``retention``: remove settled history);
+  at once if it ended) and ``prune`` (with ``retention``: remove settled history); a beat
+  whose ``status`` (the worker's stuck slots) changed re-registers the worker with it;
 * **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
-  ``plan_interval``.
+  ``plan_interval``;
+* **clock steps** — on every pass the store's clock (:meth:`~jobledger.Store.now`: the process
+  clock on SQLite, the database clock on PostgreSQL) must have moved as far as the monotonic
+  clock; a disagreement beyond ``CLOCK_STEP_THRESHOLD`` is a step (an operator or NTP setting
+  the clock, a VM or laptop resumed from suspend). It is logged with its direction and size and
+  reported to the observer (``jobledger_clock_steps_total{direction}``): what a step does to
+  leases, due work and schedules is in ``docs/guarantees.md`` ("Clock steps").
 
 :meth:`Housekeeper.run_due` runs whatever is due at one monotonic instant, so tests drive the
 tasks without threads or sleeping; :meth:`Housekeeper.run` is the thread's loop around it.
@@ -23,6 +30,8 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
 
 from ..clock import Monotonic
 from ..durations import ms_from_timedelta
@@ -33,12 +42,16 @@ from ..version import __version__
 from .observe import Observer, notify
 from .options import WorkerOptions
 
-__all__ = ["Housekeeper"]
+__all__ = ["CLOCK_STEP_THRESHOLD", "Housekeeper"]
 
 logger = logging.getLogger("jobledger.worker")
 
 # What a housekeeper reports to its worker's summary: a counter's name and how much to add.
 Record = Callable[[str, int], None]
+# How far the store's clock may move apart from the monotonic clock between two housekeeping
+# passes before it counts as a step: well above a slow store read or a busy machine's scheduling
+# delay, well below a lease.
+CLOCK_STEP_THRESHOLD = timedelta(seconds=5)
 
 
 class Housekeeper:
@@ -55,6 +68,7 @@ class Housekeeper:
         monotonic: Monotonic,
         record: Record,
         poll_timeout: Callable[[], float],
+        status: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self._store = store
         self._owner_id = owner_id
@@ -64,6 +78,12 @@ class Housekeeper:
         self._monotonic = monotonic
         self._record = record
         self._poll_timeout = poll_timeout
+        self._status = status
+        self._info: dict[str, Any] = {}
+        self._reported_status: dict[str, Any] = {}
+        self._gone = False
+        # (store clock ms, monotonic s) at the last pass, to tell a step from time passing.
+        self._clock_mark: tuple[int, float] | None = None
         self._owner_lock: OwnerLockHandle | None = None
         self._planner = Planner(store)
         self._seconds: dict[str, float] = {}
@@ -80,7 +100,7 @@ class Housekeeper:
         except SchedulerError:
             logger.exception("could not take this worker's liveness lock")
             self._owner_lock = None
-        info = {
+        self._info = {
             "kinds": sorted(self._kinds),
             "concurrency": options.concurrency,
             "prefetch": options.effective_prefetch,
@@ -89,18 +109,25 @@ class Housekeeper:
             "version": __version__,
         }
         try:
-            self._store.register_worker(
-                worker_id=self._owner_id,
-                hostname=socket.gethostname() or "localhost",
-                pid=os.getpid(),
-                info=info,
-            )
+            self._gone = False
+            self._register(self._status())
         except SchedulerError:
             logger.exception("could not record this worker in the store")
         self._schedule()
 
+    def _register(self, status: dict[str, Any]) -> None:
+        # The registry's upsert keeps started_at: announcing again only refreshes the info.
+        self._store.register_worker(
+            worker_id=self._owner_id,
+            hostname=socket.gethostname() or "localhost",
+            pid=os.getpid(),
+            info={**self._info, **status},
+        )
+        self._reported_status = status
+
     def farewell(self) -> None:
         """Record the stop, then give the liveness lock back."""
+        self._gone = True  # a late beat must not announce a stopped worker again
         try:
             self._store.stop_worker(self._owner_id)
         except SchedulerError:
@@ -131,6 +158,7 @@ class Housekeeper:
         return when the next one is due."""
         if not self._due:
             self._schedule()
+        self._check_clock()
         now = self._monotonic() if now is None else now
         for task in [name for name, at in self._due.items() if at <= now]:
             self._due[task] = now + self._seconds[task]
@@ -146,6 +174,50 @@ class Housekeeper:
             next_due = self.run_due()
             stop.wait(max(0.01, next_due - self._monotonic()))
 
+    def _check_clock(self) -> None:
+        """Compare the store clock's progress since the last pass with the monotonic clock's;
+        report a step beyond ``CLOCK_STEP_THRESHOLD``."""
+        threshold_s = CLOCK_STEP_THRESHOLD.total_seconds()
+        before = self._monotonic()
+        try:
+            store_now = self._store.now()  # PostgreSQL: a round trip now and then
+        except SchedulerError:
+            logger.debug("could not read the store's clock", exc_info=True)
+            return
+        after = self._monotonic()
+        if after - before > threshold_s / 2:
+            return  # too slow a read to place it in time: compare at the next pass instead
+        monotonic_now = (before + after) / 2
+        mark, self._clock_mark = self._clock_mark, (store_now, monotonic_now)
+        if mark is None:
+            return
+        store_moved_s = (store_now - mark[0]) / 1000
+        elapsed_s = monotonic_now - mark[1]
+        step_s = store_moved_s - elapsed_s
+        if abs(step_s) <= threshold_s:
+            return
+        direction = "forward" if step_s > 0 else "backward"
+        if direction == "forward":
+            effect = (
+                "leases held across it may have expired under their holders and be taken over; "
+                "delayed work, retries and schedule slots it skipped are due at once"
+            )
+        else:
+            effect = (
+                "work that was due, retries and schedules wait until the clock catches up, "
+                "and leases held across it last that much longer"
+            )
+        logger.warning(
+            "the store's clock stepped %s by %.1f s (it moved %.1f s while %.1f s passed): %s",
+            direction,
+            abs(step_s),
+            store_moved_s,
+            elapsed_s,
+            effect,
+            extra={"clock_step_s": round(step_s, 3), "direction": direction},
+        )
+        notify(self._observer, "clock_stepped", direction, abs(step_s))
+
     def _reap(self) -> None:
         store, me = self._store, self._owner_id
         for holder in store.lease_holders():
@@ -160,7 +232,13 @@ class Housekeeper:
                     self._record("reaped", len(expired))
 
     def _beat(self) -> None:
-        self._store.touch_worker(self._owner_id)
+        status = self._status()
+        if self._gone:
+            return
+        if status != self._reported_status:
+            self._register(status)
+        else:
+            self._store.touch_worker(self._owner_id)
 
     def _liveness(self) -> None:
         lock = self._owner_lock

@@ -1,7 +1,8 @@
 """What a runtime and a worker report as they go: the hook metrics and logs hang on.
 
 An :class:`Observer` receives one call per thing that happened — claims made, an attempt
-started or finished, a lease lost, a planner pass — and must return quickly and never raise
+started or finished, a lease lost, a slot stuck in a handler past its time limit (and freed),
+a planner pass, a step of the store's clock — and must return quickly and never raise
 (failures are logged and ignored). The default :data:`NO_OBSERVER` does nothing;
 :class:`jobledger.metrics.PrometheusObserver` turns the calls into Prometheus metrics.
 
@@ -44,6 +45,17 @@ class Observer:
 
     def planned(self, enqueued: Sequence[Occurrence], skipped: int, now: int) -> None:
         """A planner pass enqueued these slots (``now`` - ``scheduled_for`` is the lag)."""
+
+    def slot_stuck(self, occurrence: Occurrence) -> None:
+        """A worker slot is stuck: ``occurrence``'s attempt ran past its time limit and was
+        settled, but its handler ignores cancellation and its thread runs on."""
+
+    def slot_freed(self, occurrence: Occurrence) -> None:
+        """The stuck handler of ``occurrence`` returned: its slot runs attempts again."""
+
+    def clock_stepped(self, direction: str, seconds: float) -> None:
+        """The store's clock moved ``seconds`` more (``direction="forward"``) or less
+        (``"backward"``) than the monotonic clock between two housekeeping passes."""
 
 
 NO_OBSERVER = Observer()

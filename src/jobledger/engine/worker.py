@@ -21,9 +21,18 @@ settling by group commit, planning schedules, shutting down gracefully.
   PostgreSQL ``NOTIFY``) wakes it at once.
 * **Shutdown** — :meth:`Worker.stop` (or SIGTERM/SIGINT while :meth:`Worker.run` runs in the
   main thread) stops claiming and gives back the buffered claims; running handlers get
-  ``grace_period`` to finish and settle; then the rest are abandoned: handlers are cancelled and
+  ``grace_period`` to finish and settle (stuck slots, below, are not waited for: their attempts
+  are settled already); then the rest are abandoned: handlers are cancelled and
   their leases released (``reason="worker_shutdown"``), so another worker can claim them at once
   with the attempt handed back. A second signal skips the rest of the grace period.
+* **Stuck slots** — a sync handler past its time limit is settled on time (a retryable
+  ``SCHEDULER_RUNTIME_TIMEOUT``) but, if it ignores cancellation, its thread runs on: Python
+  cannot stop it. Its slot is *stuck* until the handler returns: nothing is claimed for it, and
+  claims bought ahead that no slot can start are given back at once
+  (``reason="worker_slots_stuck"``, the attempt handed back) so another worker takes them. A
+  stuck slot is logged once (with its occurrence), counted by the observer
+  (``jobledger_worker_stuck_slots``) and in the worker's registry entry (``stuckSlots`` in
+  ``jobledger stats``).
 * **Housekeeping** — announcing the worker, reaping dead workers' leases, heartbeats, pruning
   and the planner loop belong to :class:`~jobledger.engine.housekeeping.Housekeeper`.
 * **Services** — objects with ``start()``/``close()`` that live as long as :meth:`Worker.run`
@@ -52,7 +61,7 @@ from ..models import Occurrence, RunResult
 from .attempt import SHUTDOWN_REASON, Attempt
 from .batching import ClaimAhead, Claimed, Settler
 from .housekeeping import Housekeeper
-from .observe import attempt_fields
+from .observe import attempt_fields, notify
 from .options import PREFETCH_WINDOW, WorkerOptions
 from .runtime import Runtime
 
@@ -67,6 +76,8 @@ _SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers 
 ABANDON_WAIT_S = 2.0
 # How long the settler may take to commit what slots handed over, after the slots stopped.
 FLUSH_WAIT_S = 10.0
+# Why claims bought ahead are given back when every slot is stuck in a handler past its limit.
+STUCK_REASON = "worker_slots_stuck"
 
 
 class Service(Protocol):
@@ -156,6 +167,10 @@ class Worker:
         self._lock = threading.Lock()
         self._summary = WorkerSummary()
         self._feed: ClaimAhead | None = None
+        self._on_result: Callable[[RunResult], None] | None = None
+        # Slots whose attempt timed out while their handler still runs: by attempt, the slot's
+        # thread and the occurrence.
+        self._stuck: dict[int, tuple[threading.Thread, Occurrence]] = {}
         self.housekeeper = Housekeeper(
             runtime.store,
             owner_id=runtime.owner_id,
@@ -165,6 +180,7 @@ class Worker:
             monotonic=self._monotonic,
             record=self._count,
             poll_timeout=self._poll_timeout,
+            status=self._status,
         )
 
     # Convenience views of the options (the figures a supervisor usually wants).
@@ -183,6 +199,13 @@ class Worker:
     @property
     def grace_period_ms(self) -> int:
         return ms_from_timedelta(self.options.grace_period, "grace_period")
+
+    @property
+    def stuck_slots(self) -> list[Occurrence]:
+        """The occurrences whose handlers keep a slot stuck: their attempts are over (a time
+        limit settled them) but their threads still run."""
+        with self._lock:
+            return [occurrence for _, occurrence in self._stuck.values()]
 
     # -- single steps (tests) ----------------------------------------------------------------
 
@@ -228,11 +251,17 @@ class Worker:
         if feed is not None:
             feed.stop_claiming()  # no new claims from now on (only sets an event)
 
-    def run(self, *, install_signal_handlers: bool = True) -> WorkerSummary:
+    def run(
+        self,
+        *,
+        install_signal_handlers: bool = True,
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> WorkerSummary:
         """Run until :meth:`stop` (or SIGTERM/SIGINT) and a graceful shutdown; blocking.
 
         Signal handlers are installed only when called from the main thread, and the previous
-        handlers are restored on return.
+        handlers are restored on return. ``on_result`` hears every attempt's result as it is
+        counted (from the slot or settler thread: it must be quick and thread-safe).
         """
         if self.options.metrics_port is not None and not self.services:
             raise InvalidArgument(
@@ -244,6 +273,7 @@ class Worker:
         stop, force = self._stop, self._force
         previous = self._install_signals() if install_signal_handlers else {}
         self._summary = WorkerSummary()
+        self._on_result = on_result
         runtime, options = self.runtime, self.options
         store = runtime.store
         settler = Settler(store, monotonic=self._monotonic)
@@ -264,6 +294,7 @@ class Worker:
             generation=lambda: store.work_signal.generation,
             on_error=lambda exc: logger.error("claiming failed: %s", exc, exc_info=exc),
             wake=store.work_signal.notify,
+            give_back=lambda claims: self._release(claims, STUCK_REASON),
             monotonic=self._monotonic,
         )
         self._feed = feed
@@ -302,7 +333,7 @@ class Worker:
             stop.set()
             try:
                 store.work_signal.notify()  # an idle feeder waits on it
-                self._release(feed.stop())
+                self._release(feed.stop(), SHUTDOWN_REASON)
                 self._feed = None
                 self._shutdown([slot for slot in slots if slot.ident is not None], force)
                 if not settler.close(FLUSH_WAIT_S):
@@ -319,6 +350,7 @@ class Worker:
                     except Exception:
                         logger.exception("closing a worker service failed")
                 runtime.keeper.release_hold()
+                self._on_result = None
                 self._running.clear()
                 self._stop, self._force = threading.Event(), threading.Event()
                 for signum, handler in previous.items():
@@ -367,12 +399,23 @@ class Worker:
         prefetch learns is the attempt's own work, up to the hand-over of its settlement.
         """
 
+        # An attempt past its time limit reports (settled) while its handler may still run on
+        # this thread: then the slot is stuck until run() returns. The lock orders the two.
+        slot = threading.Lock()
+        returned = stuck = False
+        thread = threading.current_thread()
+
         def reported(attempt: Attempt) -> None:
+            nonlocal stuck
             try:
                 if attempt.result is not None:
                     self._record(attempt.result)
             finally:
-                feed.done(attempt.work_seconds)
+                with slot:
+                    stuck = attempt.timed_out and not returned
+                    if stuck:
+                        self._slot_stuck(attempt, thread)
+                    feed.done(attempt.work_seconds, stuck=stuck)
 
         attempt = self.runtime.attempt(
             claimed.occurrence,
@@ -388,6 +431,54 @@ class Worker:
                 claimed.occurrence.id,
                 extra=attempt_fields(claimed.occurrence),
             )
+        finally:
+            with slot:
+                returned = True
+                if stuck:
+                    self._slot_freed(attempt, thread)
+                    feed.freed()
+
+    def _slot_stuck(self, attempt: Attempt, slot: threading.Thread) -> None:
+        occurrence = attempt.claimed
+        with self._lock:
+            self._stuck[id(attempt)] = (slot, occurrence)
+            count = len(self._stuck)
+        logger.warning(
+            "worker slot %s is stuck: the handler of %s ran past its time limit and ignores "
+            "cancellation (its attempt is settled; Python cannot stop the thread); the slot "
+            "runs nothing until the handler returns (%d of %d slot(s) stuck)",
+            slot.name,
+            occurrence.id,
+            count,
+            self.options.concurrency,
+            extra=attempt_fields(occurrence),
+        )
+        notify(self.runtime.observer, "slot_stuck", occurrence)
+
+    def _slot_freed(self, attempt: Attempt, slot: threading.Thread) -> None:
+        occurrence = attempt.claimed
+        with self._lock:
+            self._stuck.pop(id(attempt), None)
+        logger.info(
+            "the stuck handler of %s returned: worker slot %s runs attempts again",
+            occurrence.id,
+            slot.name,
+            extra=attempt_fields(occurrence),
+        )
+        notify(self.runtime.observer, "slot_freed", occurrence)
+
+    def _status(self) -> dict[str, Any]:
+        """What changes in this worker's registry entry while it runs (``jobledger stats``)."""
+        with self._lock:
+            stuck = sorted(occurrence.id for _, occurrence in self._stuck.values())
+        return {"stuckSlots": len(stuck), "stuckOccurrences": stuck}
+
+    def _working(self, slots: list[threading.Thread]) -> list[threading.Thread]:
+        """The slots still running an attempt: alive and not stuck (a stuck slot's attempt is
+        settled, so a shutdown has nothing to wait for or give back there)."""
+        with self._lock:
+            stuck = [thread for thread, _ in self._stuck.values()]
+        return [slot for slot in slots if slot.is_alive() and all(slot is not t for t in stuck)]
 
     def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
         if not stop.is_set():
@@ -398,32 +489,37 @@ class Worker:
         spread = self._rng.uniform(1 - jitter, 1 + jitter)
         return self.poll_interval_ms * spread / 1000
 
-    def _release(self, claims: list[Occurrence]) -> None:
-        """Give back claims no slot started (the prefetch buffer at shutdown)."""
+    def _release(self, claims: list[Occurrence], reason: str) -> None:
+        """Give back claims no slot started (the prefetch buffer at shutdown, or when every
+        slot is stuck): claimable again at once, with their attempts handed back."""
         for occurrence in claims:
             try:
                 released = self.runtime.store.release_lease(
                     occurrence_id=occurrence.id,
                     owner_id=self.runtime.owner_id,
                     fence=occurrence.fence,
-                    reason=SHUTDOWN_REASON,
+                    reason=reason,
                 )
             except SchedulerError:
                 logger.exception("giving back the unstarted claim on %s failed", occurrence.id)
                 continue
             with self._lock:
                 self._summary.released.append(released)
+        if claims and reason == STUCK_REASON:
+            logger.warning(
+                "every worker slot is stuck: gave back %d claim(s) for other workers", len(claims)
+            )
 
     def _shutdown(self, slots: list[threading.Thread], force: threading.Event) -> None:
         monotonic = self._monotonic
         deadline = monotonic() + self.grace_period_ms / 1000
         while not force.is_set():
-            alive = [slot for slot in slots if slot.is_alive()]
+            alive = self._working(slots)
             remaining = deadline - monotonic()
             if not alive or remaining <= 0:
                 break
             alive[0].join(timeout=min(remaining, 0.1))
-        if not any(slot.is_alive() for slot in slots):
+        if not self._working(slots):
             return
         self._summary.forced = True
         # Repeat until the slots exit: a slot may have started an attempt just before the stop
@@ -435,7 +531,7 @@ class Worker:
                 logger.info("gave back %d unfinished lease(s)", len(released))
             with self._lock:
                 self._summary.released.extend(released)
-            alive = [slot for slot in slots if slot.is_alive()]
+            alive = self._working(slots)
             remaining = abandon_deadline - monotonic()
             if not alive or remaining <= 0:
                 break
@@ -446,6 +542,12 @@ class Worker:
     def _record(self, result: RunResult) -> None:
         with self._lock:
             self._summary.statuses[result.status] += 1
+        listener = self._on_result
+        if listener is not None:
+            try:
+                listener(result)
+            except Exception:
+                logger.exception("a worker's result listener failed")
 
     def _count(self, name: str, amount: int) -> None:
         with self._lock:
