@@ -41,6 +41,7 @@ from ..models import (
     SkipReason,
     SlotFiring,
 )
+from ..models.times import UtcTime, UtcTimeOrNone
 from ..schedules.policy import MisfirePolicy, jitter_offset_ms
 from ..schedules.triggers import Every, Once, Trigger, parse_schedule, trigger_key
 from ..store.base import Store
@@ -79,6 +80,7 @@ class PlanReport:
     after it was read (another planner was first, or the job was edited). ``unreadable``: jobs
     whose stored schedule this jobledger cannot evaluate (e.g. written by a newer version);
     they are looked at again an hour later. ``now``: the instant planned up to.
+    ``next_due_time`` and ``now_time`` are those instants as aware UTC datetimes.
     """
 
     enqueued: list[Occurrence] = field(default_factory=list)
@@ -88,6 +90,10 @@ class PlanReport:
     lost_races: int = 0
     unreadable: list[str] = field(default_factory=list)
     now: int = 0
+
+    # The instants as aware UTC datetimes (models/times.py).
+    next_due_time = UtcTimeOrNone("next_due_at")
+    now_time = UtcTime("now")
 
 
 # -- deciding (pure) --------------------------------------------------------------------------
