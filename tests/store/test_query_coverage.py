@@ -103,6 +103,7 @@ def _workload(store: jobledger.Store, clock: FakeClock) -> None:
         ]
     )
     store.get_occurrence(first.id)
+    store.resolve_occurrence_id(first.id[:12])
     store.list_occurrences_by_trigger(job_id="sms", trigger_key="s-1")
 
     # claims: by kind, kinds, workspace, any kind, a batch, one named occurrence

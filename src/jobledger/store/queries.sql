@@ -162,6 +162,13 @@ RETURNING occurrence_id
 -- name: get_occurrence
 SELECT * FROM occurrences WHERE occurrence_id = :occurrence_id
 
+-- An id prefix as a range of the primary key: [prefix, prefix with its last hex digit + 1).
+-- name: occurrence_ids_by_prefix
+SELECT occurrence_id FROM occurrences
+WHERE occurrence_id >= :low AND occurrence_id < :high
+ORDER BY occurrence_id
+LIMIT :limit
+
 -- name: get_occurrence_by_key
 SELECT * FROM occurrences WHERE idempotency_key = :idempotency_key
 
