@@ -8,9 +8,9 @@ from typing import Any
 from ..contract import MAX_HISTORY_LIMIT
 from ..errors import InvalidArgument
 from ..store import Store
-from .bulk import apply_each
+from .bulk import apply_each, resolve_targets
 from .context import Context
-from .occurrences import get_occurrence
+from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import occurrence_json, occurrences_table
 from .parsing import UsageError, add_command, add_group, positive_arg
 
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
             "Several at once ask for confirmation unless --yes; progress goes to stderr."
         ),
     )
-    requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*")
+    requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*", help=OCCURRENCE_HELP)
     requeue.add_argument("--all", action="store_true", help="every dead letter (of --job)")
     requeue.add_argument("--job", metavar="JOB", help="with --all: only this job's dead letters")
     requeue.add_argument("--reason", required=True, help="why (recorded in the audit log)")
@@ -73,7 +73,12 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         dead = store.list_dead_letters(job_id=args.job, limit=args.limit)
     document = {"occurrences": [occurrence_json(o) for o in dead]}
-    ctx.emit(document, lambda: occurrences_table(ctx, dead) if dead else "no dead letters")
+    ctx.emit(
+        document,
+        lambda: (
+            occurrences_table(ctx, dead, show_job=args.job is None) if dead else "no dead letters"
+        ),
+    )
     return 0
 
 
@@ -101,6 +106,7 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
     if args.expected_fence is not None and len(args.occurrence_ids) != 1:
         raise UsageError("--expected-fence applies to exactly one OCCURRENCE", prog=prog)
     with ctx.open_store() as store:
+        unknown: list[Any] = []
         if args.all:
             fences = _all_dead_letters(store, args.job)
             scope = f" of job {args.job}" if args.job else ""
@@ -111,12 +117,10 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
                 return 0
             ctx.confirm(f"Requeue all {len(fences)} dead letter(s){scope}?")
         else:
-            targets = list(dict.fromkeys(args.occurrence_ids))
+            targets, unknown = resolve_targets(ctx, store, args.occurrence_ids)
             if len(targets) > 1:
                 ctx.confirm(f"Requeue {len(targets)} dead letters?")
-            fences = {}
-            for key in targets:
-                fences[key] = -1  # read just before each requeue, below
+            fences = dict.fromkeys(targets, -1)  # read just before each requeue, below
 
         def requeue(key: str) -> Any:
             fence = fences[key]
@@ -128,7 +132,7 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
                 occurrence_id=key, expected_fence=fence, reason=args.reason, actor=ctx.actor
             )
 
-        outcome = apply_each(ctx, list(fences), requeue, verb="requeued")
+        outcome = apply_each(ctx, list(fences), requeue, verb="requeued", failed=unknown)
     document = {**outcome.document("requeued"), "actor": ctx.actor}
 
     def text() -> str:

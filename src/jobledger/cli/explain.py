@@ -9,7 +9,7 @@ from typing import Any
 from ..planning.explain import MAX_EXPLAIN_COUNT, explain
 from ..planning.planner import Planner, PlanReport
 from .context import Context
-from .output import occurrence_json
+from .output import occurrence_json, short_id
 from .parsing import add_command, positive_arg
 from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
@@ -90,7 +90,7 @@ def _plan_text(ctx: Context, report: PlanReport) -> str:
     ]
     if report.enqueued:
         columns = [Column("OCCURRENCE", shrink=False), Column("JOB"), Column("SLOT")]
-        rows = [[o.id, o.job_id, ctx.when(o.scheduled_for)] for o in report.enqueued]
+        rows = [[short_id(o.id), o.job_id, ctx.when(o.scheduled_for)] for o in report.enqueued]
         lines.append(render_table(columns, rows, width=ctx.width, color=ctx.color))
     if report.skipped:
         columns = [

@@ -34,7 +34,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     history.add_argument("--job", metavar="JOB", help="only this job's events")
-    history.add_argument("--occurrence", metavar="OCCURRENCE", help="only this occurrence's")
+    history.add_argument(
+        "--occurrence",
+        metavar="OCCURRENCE",
+        help="only this occurrence's (its id or a unique start of it, as tables show it)",
+    )
     history.add_argument(
         "--type", metavar="TYPE", help="only this event type, e.g. occurrence_dead_lettered"
     )
@@ -82,6 +86,8 @@ def run_history(ctx: Context, args: argparse.Namespace) -> int:
     if args.follow and args.before is not None:
         raise UsageError("--before cannot be combined with --follow", prog="jobledger history")
     with ctx.open_store() as store:
+        if args.occurrence is not None:
+            args.occurrence = store.resolve_occurrence_id(args.occurrence)
         newest_first = store.events(**_filters(args), before_id=args.before, limit=args.limit)
         events = list(reversed(newest_first))
         if args.follow:
@@ -91,7 +97,19 @@ def run_history(ctx: Context, args: argparse.Namespace) -> int:
         "events": [event_json(event) for event in events],
         "nextBefore": events[0].event_id if full and events else None,
     }
-    ctx.emit(document, lambda: events_table(ctx, events) if events else "no events")
+    ctx.emit(
+        document,
+        lambda: (
+            events_table(
+                ctx,
+                events,
+                show_job=args.job is None and args.occurrence is None,
+                show_occurrence=args.occurrence is None,
+            )
+            if events
+            else "no events"
+        ),
+    )
     if document["nextBefore"] is not None and not ctx.json:
         ctx.note(f"older: add --before {document['nextBefore']}")
     return 0
