@@ -6,13 +6,13 @@ import argparse
 from typing import Any
 
 from ..contract import MAX_HISTORY_LIMIT
-from ..errors import InvalidArgument
+from ..errors import RequeueConflict
 from ..store import Store
 from .bulk import apply_each, resolve_targets
 from .context import Context
 from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import occurrence_json, occurrences_table
-from .parsing import UsageError, add_command, add_group, positive_arg
+from .parsing import UsageError, add_command, add_group, int_within, job_arg, positive_arg
 
 __all__ = ["register"]
 
@@ -27,13 +27,21 @@ def register(subparsers: Any) -> None:
         help="list dead letters and requeue them (one more attempt each)",
     )
     listing = add_command(
-        commands, "list", aliases=("ls",), help="dead letters, most recently settled first"
+        commands,
+        "list",
+        aliases=("ls",),
+        help="dead letters, most recently settled first",
+        description=(
+            "Dead letters, most recently settled first, at most --limit of them (the store's\n"
+            f"dead-letter read returns at most {MAX_HISTORY_LIMIT}). For all of them, page\n"
+            "through `jobledger occurrence list --status dead_letter` (newest first)."
+        ),
     )
-    listing.add_argument("--job", metavar="JOB", help="only this job's dead letters")
+    listing.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's dead letters")
     listing.add_argument(
         "--limit",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_HISTORY_LIMIT),
         default=50,
         help=f"at most N, 1..{MAX_HISTORY_LIMIT} (default: 50)",
     )
@@ -54,7 +62,9 @@ def register(subparsers: Any) -> None:
     )
     requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*", help=OCCURRENCE_HELP)
     requeue.add_argument("--all", action="store_true", help="every dead letter (of --job)")
-    requeue.add_argument("--job", metavar="JOB", help="with --all: only this job's dead letters")
+    requeue.add_argument(
+        "--job", metavar="JOB", type=job_arg, help="with --all: only this job's dead letters"
+    )
     requeue.add_argument("--reason", required=True, help="why (recorded in the audit log)")
     requeue.add_argument(
         "--expected-fence",
@@ -66,10 +76,6 @@ def register(subparsers: Any) -> None:
 
 
 def run_list(ctx: Context, args: argparse.Namespace) -> int:
-    if args.limit > MAX_HISTORY_LIMIT:
-        raise InvalidArgument(
-            f"--limit must be at most {MAX_HISTORY_LIMIT}", details={"field": "--limit"}
-        )
     with ctx.open_store() as store:
         dead = store.list_dead_letters(job_id=args.job, limit=args.limit)
     document = {"occurrences": [occurrence_json(o) for o in dead]}
@@ -79,6 +85,9 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
             occurrences_table(ctx, dead, show_job=args.job is None) if dead else "no dead letters"
         ),
     )
+    if len(dead) == args.limit and not ctx.json:
+        job = f" --job {args.job}" if args.job else ""
+        ctx.note(f"more may exist: jobledger occurrence list --status dead_letter{job}")
     return 0
 
 
@@ -127,7 +136,14 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
             if args.expected_fence is not None:
                 fence = args.expected_fence
             elif fence < 0:
-                fence = get_occurrence(store, key).fence
+                current = get_occurrence(store, key)
+                if current.status != "dead_letter":  # its fence proves nothing: say why
+                    raise RequeueConflict(
+                        f"{key} is {current.status}, not a dead letter: only dead letters can "
+                        "be requeued",
+                        details={"status": current.status, "fence": current.fence},
+                    )
+                fence = current.fence
             return store.requeue_dead_letter(
                 occurrence_id=key, expected_fence=fence, reason=args.reason, actor=ctx.actor
             )

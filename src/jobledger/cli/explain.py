@@ -10,7 +10,7 @@ from ..planning.explain import MAX_EXPLAIN_COUNT, explain
 from ..planning.planner import Planner, PlanReport
 from .context import Context
 from .output import occurrence_json, short_id
-from .parsing import add_command, positive_arg
+from .parsing import add_command, int_within, job_arg
 from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
@@ -29,11 +29,11 @@ def register(subparsers: Any) -> None:
             "occurrence with its status, lease holder and lease expiry."
         ),
     )
-    parser.add_argument("job_id", metavar="JOB")
+    parser.add_argument("job_id", metavar="JOB", type=job_arg)
     parser.add_argument(
         "--count",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_EXPLAIN_COUNT),
         default=5,
         help=f"next fire times to show, 1..{MAX_EXPLAIN_COUNT} (default: 5)",
     )

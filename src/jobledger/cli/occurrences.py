@@ -16,10 +16,11 @@ from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
 from ..models import Occurrence
 from ..store import Store
+from ..store.inputs import MAX_PAGE_LIMIT
 from .bulk import apply_each, resolve_targets
 from .context import Context
 from .output import event_json, events_table, occurrence_json, occurrences_table
-from .parsing import add_command, add_group, positive_arg
+from .parsing import add_command, add_group, int_within, job_arg, kind_arg
 
 __all__ = ["OCCURRENCE_HELP", "get_occurrence", "register", "timeline"]
 
@@ -45,14 +46,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")
-    listing.add_argument("--job", metavar="JOB", help="only this job's occurrences")
-    listing.add_argument("--kind", metavar="KIND", help="only occurrences of this kind")
+    listing.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's occurrences")
+    listing.add_argument(
+        "--kind", metavar="KIND", type=kind_arg, help="only occurrences of this kind"
+    )
     listing.add_argument(
         "--limit",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_PAGE_LIMIT),
         default=50,
-        help="per page, 1..1000 (default: 50)",
+        help=f"per page, 1..{MAX_PAGE_LIMIT} (default: 50)",
     )
     listing.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous one")
     listing.set_defaults(handler=run_list)
