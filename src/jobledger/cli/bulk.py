@@ -24,7 +24,7 @@ from .context import Context
 from .errors import EXIT_FAILURE, EXIT_OK, error_lines, exit_code_for
 from .output import error_json, occurrence_json
 
-__all__ = ["BulkOutcome", "apply_each", "resolve_targets"]
+__all__ = ["BulkOutcome", "Failure", "apply_each", "resolve_targets"]
 
 PROGRESS_EVERY_S = 0.5
 

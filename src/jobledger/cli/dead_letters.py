@@ -8,7 +8,7 @@ from typing import Any
 from ..contract import MAX_HISTORY_LIMIT
 from ..errors import RequeueConflict
 from ..store import Store
-from .bulk import apply_each, resolve_targets
+from .bulk import Failure, apply_each, resolve_targets
 from .context import Context
 from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import occurrence_json, occurrences_table
@@ -115,7 +115,7 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
     if args.expected_fence is not None and len(args.occurrence_ids) != 1:
         raise UsageError("--expected-fence applies to exactly one OCCURRENCE", prog=prog)
     with ctx.open_store() as store:
-        unknown: list[Any] = []
+        unknown: list[Failure] = []
         if args.all:
             fences = _all_dead_letters(store, args.job)
             scope = f" of job {args.job}" if args.job else ""
