@@ -34,15 +34,11 @@ app = jobledger.App(
 )
 
 
-def _at(instant_ms: int) -> str:
-    return (EPOCH + timedelta(milliseconds=instant_ms)).strftime("%H:%M:%S")
-
-
 @app.handler("demo.heartbeat")
 def heartbeat(ctx: jobledger.JobContext) -> dict[str, Any]:
-    slot = ctx.occurrence.scheduled_for
-    print(f"[demo] heartbeat for the {_at(slot)} slot (attempt {ctx.attempt})", flush=True)
-    return {"slot": slot}
+    slot = ctx.occurrence.scheduled_time  # scheduled_for (epoch ms) as an aware UTC datetime
+    print(f"[demo] heartbeat for the {slot:%H:%M:%S} slot (attempt {ctx.attempt})", flush=True)
+    return {"slot": slot.isoformat()}
 
 
 @app.handler("demo.report")
@@ -51,7 +47,8 @@ def report(ctx: jobledger.JobContext) -> dict[str, int]:
     for row in app.store.count_occurrences():
         counts[row.status] = counts.get(row.status, 0) + row.count
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"[demo] minute report at {_at(ctx.occurrence.scheduled_for)}: {summary}", flush=True)
+    minute = ctx.occurrence.scheduled_time
+    print(f"[demo] minute report at {minute:%H:%M:%S}: {summary}", flush=True)
     return counts
 
 

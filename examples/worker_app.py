@@ -10,7 +10,6 @@ the repository root:
     jobledger history --job greet-ada
 """
 
-
 import jobledger
 
 app = jobledger.App(

@@ -47,7 +47,7 @@ def test_a_restart_neither_repeats_nor_loses_a_slot(store_factory, clock):
 
 def test_planning_twice_at_one_instant_changes_nothing(store, clock):
     move_to(clock, utc(2026, 1, 1))
-    schedule_job(store, "j", EVERY_10S)
+    schedule_job(store, "j", EVERY_10S, MisfirePolicy(misfire="catch_up"))  # 3 due: all fire
     Planner(store).tick()
     clock.advance(30_000)
     assert len(Planner(store).tick().enqueued) == 3
@@ -82,7 +82,7 @@ def test_slots_between_the_last_pass_and_an_edit_belong_to_no_revision(store, cl
     """The documented edge: a slot of revision 1 that came due after the last planner pass but
     before the edit is superseded by the edit (revision 2 plans strictly after the edit)."""
     start = move_to(clock, utc(2026, 1, 1))
-    schedule_job(store, "j", EVERY_10S)
+    schedule_job(store, "j", EVERY_10S, MisfirePolicy(misfire="catch_up"))  # no coalescing
     planner = Planner(store)
     planner.tick()
     last_pass = clock.advance(5_000)

@@ -149,6 +149,32 @@ def test_exactly_the_grace_is_not_missed(store, clock, misfire):
         assert (fired, runs) == ([start + 120_000], [])
 
 
+@pytest.mark.parametrize("misfire", ["coalesce", "catch_up", "skip"])
+def test_a_restart_within_the_grace(store, clock, misfire):
+    """A planner back after 58 s (the demo worker stopped and started again) finds eleven due
+    slots of an every-5-seconds job, all within the one-minute grace: under coalesce they are
+    one run (SPEC §6), under catch_up and skip they all fire (none is missed)."""
+    start = move_to(clock, utc(2026, 1, 1))
+    schedule_job(store, "beat", Every(timedelta(seconds=5)), MisfirePolicy(misfire=misfire))
+    planner = Planner(store)
+    planner.tick()
+    move_to(clock, start + 58_000)
+    report = planner.tick()
+    due = list(range(start + 5_000, start + 58_000, 5_000))
+    assert len(due) == 11
+    fired = [o.scheduled_for for o in report.enqueued]
+    runs = [(s.scheduled_for, s.last, s.count, s.reason) for s in report.skipped]
+    if misfire == "coalesce":
+        assert fired == [due[-1]]
+        assert runs == [(due[0], due[-2], 10, "coalesced")]
+    else:
+        assert (fired, runs) == (due, [])
+    assert [o.scheduled_for for o in all_occurrences(store, "beat")] == fired
+    # And on time again afterwards: the next pass, at the next slot, fires just that slot.
+    move_to(clock, start + 60_000)
+    assert [o.scheduled_for for o in planner.tick().enqueued] == [start + 60_000]
+
+
 def test_jitter_delays_availability_deterministically_and_keeps_the_identity(store, clock):
     jitter = timedelta(seconds=45)
     start = move_to(clock, utc(2026, 1, 1))

@@ -104,6 +104,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
         ]
     )
     store.get_occurrence(first.id)
+    store.resolve_occurrence_id(first.id[:12])
     store.list_occurrences_by_trigger(job_id="sms", trigger_key="s-1")
     # a keyed enqueue whose cached job is stale (another process updated it): the key it took
     # is pointed at the firing of the job's current revision

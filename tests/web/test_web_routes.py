@@ -372,3 +372,44 @@ def test_static_caching_follows_the_mount_point(store):
         asset = client.get("/static/static/app.css")
         assert asset.status_code == 200
         assert "immutable" in asset.headers["cache-control"]
+
+
+def test_an_occurrence_is_found_by_a_unique_start_of_its_id(client, store, made):
+    whole = made.reclaimed
+    for start in (whole[:12], whole[4:14], whole[:20].upper()):
+        response = client.get(f"/occurrences/{start}?before=5", follow_redirects=False)
+        assert response.status_code == 303, response.text[:300]
+        assert response.headers["location"] == f"/occurrences/{whole}?before=5"
+    page = client.get(f"/occurrences/{whole[:12]}", follow_redirects=True)
+    assert page.status_code == 200 and whole in page.text
+    # The "open an occurrence" box on the occurrences page.
+    assert 'data-testid="open-occurrence"' in client.get("/occurrences").text
+    opened = client.get("/occurrences", params={"id": " " + whole[4:16]}, follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == f"/occurrences/{whole}"
+
+
+def test_an_ambiguous_start_of_an_id_names_the_candidates(client, store):
+    # Two firings whose ids share nine hex digits: occ_b858a7b159… and occ_b858a7b156….
+    store.create_job(id="j", kind="email", authority={"principal": {"type": "user", "id": "t"}})
+    first, second = (
+        store.enqueue_occurrence(job_id="j", scheduled_for=1_767_225_600_000, trigger_key=key)
+        for key in ("k-180661", "k-32484")
+    )
+    for path in ("/occurrences/b858a7b15", "/occurrences?id=occ_b858a7b1"):
+        response = client.get(path)
+        assert response.status_code == 400
+        assert (
+            'data-testid="error"' in response.text and "More than one occurrence" in response.text
+        )
+        assert f"{second.id[:16]}…" in response.text and f"{first.id[:16]}…" in response.text
+    found = client.get("/occurrences/b858a7b159", follow_redirects=True)
+    assert found.status_code == 200 and first.id in found.text
+    for path, status in (
+        ("/occurrences/00000000", 404),
+        ("/occurrences?id=00000000", 404),
+        ("/occurrences/b858a7b", 404),  # too short to be a start of an id
+        ("/occurrences?id=nonsense", 404),
+    ):
+        response = client.get(path)
+        assert response.status_code == status, (path, response.text[:300])
+        assert 'data-testid="error"' in response.text

@@ -106,7 +106,6 @@ def build_parser(*, mount_web: bool = True) -> CommandParser:
     return parser
 
 
-
 def _context(
     args: object,
     *,

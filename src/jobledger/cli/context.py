@@ -4,7 +4,8 @@
 the output mode (``--json`` or tables), the zone instants are printed in (``--tz``), the actor
 recorded for operator actions (``--actor``), and the streams. Commands open the store through
 :meth:`Context.open_store`, which never creates or upgrades a database unless the command says
-``migrate=True`` (only ``db init``, ``db migrate`` and ``worker --migrate`` do).
+so (only ``db init``, ``db migrate`` and ``worker --migrate`` do); the errors it raises say what
+to run, in the command's words.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, tzinfo
 from typing import Any, TextIO
 
 from ..contract import normalize_identifier
-from ..errors import InvalidArgument, SchedulerError, StoreNotFound
+from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNotFound
 from ..store import Store, open_store
 from ..store.paths import DB_ENV
 from .errors import ABORTED, CONFIRMATION_REQUIRED
@@ -33,6 +34,7 @@ _SOURCES = {
     "--db": "the path given by --db",
     f"${DB_ENV}": f"the path in ${DB_ENV}",
     "default": "the default store",
+    "STORE": "the STORE given to `jobledger web`",
 }
 
 
@@ -85,6 +87,27 @@ class Context:
             return open_store(self.target, migrate=migrate, **self.store_options())
         except StoreNotFound as exc:
             raise self._not_found(exc) from exc
+        except MigrationRequired as exc:
+            raise self._needs_migration(exc) from exc
+
+    def _needs_migration(self, exc: MigrationRequired) -> MigrationRequired:
+        """The library's error ("open it with migrate=True") in this command's words."""
+        details = dict(exc.details or {})
+        found, needed = details.get("schemaVersion"), details.get("requiredVersion")
+        where = _SOURCES.get(self.target_source, self.target_source)
+        if found == 0:
+            message = (
+                f"The store at {self.target} ({where}) is an empty database, not yet a "
+                "jobledger store"
+            )
+        else:
+            message = (
+                f"The store at {self.target} ({where}) is at schema v{found}; this jobledger "
+                f"needs v{needed}"
+            )
+        return MigrationRequired(
+            message, details={**details, "target": self.target, "targetSource": self.target_source}
+        )
 
     def _not_found(self, exc: StoreNotFound) -> StoreNotFound:
         """The library's error, saying which path was looked at and who chose it — above all

@@ -16,10 +16,11 @@ from ..errors import MigrationRequired, SchedulerError, StoreNotFound
 from ..models import SchemaInfo
 from ..store import Store
 from ..store.migrations import LATEST_VERSION, SchemaOutcome
+from ..store.operations.admin import MAX_PRUNE_BATCH
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json
-from .parsing import add_command, add_group, duration_arg, positive_arg, timedelta_ms
+from .parsing import add_command, add_group, duration_arg, int_within, timedelta_ms
 from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
@@ -105,9 +106,9 @@ def register(subparsers: Any) -> None:
     prune.add_argument(
         "--batch-size",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_PRUNE_BATCH),
         default=500,
-        help="occurrences per transaction, 1..5000 (default: 500)",
+        help=f"occurrences per transaction, 1..{MAX_PRUNE_BATCH} (default: 500)",
     )
     prune.set_defaults(handler=run_prune)
 
@@ -334,12 +335,17 @@ def run_prune(ctx: Context, args: argparse.Namespace) -> int:
         "batches": batches,
         "byStatus": {status: by_status[status] for status in statuses},
     }
-    ctx.emit(
-        document,
-        lambda: (
+    def text() -> str:
+        if not batches:  # nothing was deleted, so the audit log has nothing new either
+            return (
+                f"nothing to prune: no {' or '.join(statuses)} occurrence settled before "
+                f"{ctx.when(before)}, so no audit record was written"
+            )
+        return (
             f"pruned {document['occurrences']} occurrence(s), {document['events']} event(s) and "
             f"{document['requeues']} requeue record(s) settled before {ctx.when(before)} "
             f"in {batches} batch(es); recorded in the audit log as {ctx.actor}"
-        ),
-    )
+        )
+
+    ctx.emit(document, text)
     return 0

@@ -6,13 +6,13 @@ import argparse
 from typing import Any
 
 from ..contract import MAX_HISTORY_LIMIT
-from ..errors import InvalidArgument
+from ..errors import RequeueConflict
 from ..store import Store
-from .bulk import apply_each
+from .bulk import Failure, apply_each, resolve_targets
 from .context import Context
-from .occurrences import get_occurrence
+from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import occurrence_json, occurrences_table
-from .parsing import UsageError, add_command, add_group, positive_arg
+from .parsing import UsageError, add_command, add_group, int_within, job_arg, positive_arg
 
 __all__ = ["register"]
 
@@ -27,13 +27,21 @@ def register(subparsers: Any) -> None:
         help="list dead letters and requeue them (one more attempt each)",
     )
     listing = add_command(
-        commands, "list", aliases=("ls",), help="dead letters, most recently settled first"
+        commands,
+        "list",
+        aliases=("ls",),
+        help="dead letters, most recently settled first",
+        description=(
+            "Dead letters, most recently settled first, at most --limit of them (the store's\n"
+            f"dead-letter read returns at most {MAX_HISTORY_LIMIT}). For all of them, page\n"
+            "through `jobledger occurrence list --status dead_letter` (newest first)."
+        ),
     )
-    listing.add_argument("--job", metavar="JOB", help="only this job's dead letters")
+    listing.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's dead letters")
     listing.add_argument(
         "--limit",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_HISTORY_LIMIT),
         default=50,
         help=f"at most N, 1..{MAX_HISTORY_LIMIT} (default: 50)",
     )
@@ -52,9 +60,11 @@ def register(subparsers: Any) -> None:
             "Several at once ask for confirmation unless --yes; progress goes to stderr."
         ),
     )
-    requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*")
+    requeue.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="*", help=OCCURRENCE_HELP)
     requeue.add_argument("--all", action="store_true", help="every dead letter (of --job)")
-    requeue.add_argument("--job", metavar="JOB", help="with --all: only this job's dead letters")
+    requeue.add_argument(
+        "--job", metavar="JOB", type=job_arg, help="with --all: only this job's dead letters"
+    )
     requeue.add_argument("--reason", required=True, help="why (recorded in the audit log)")
     requeue.add_argument(
         "--expected-fence",
@@ -66,14 +76,18 @@ def register(subparsers: Any) -> None:
 
 
 def run_list(ctx: Context, args: argparse.Namespace) -> int:
-    if args.limit > MAX_HISTORY_LIMIT:
-        raise InvalidArgument(
-            f"--limit must be at most {MAX_HISTORY_LIMIT}", details={"field": "--limit"}
-        )
     with ctx.open_store() as store:
         dead = store.list_dead_letters(job_id=args.job, limit=args.limit)
     document = {"occurrences": [occurrence_json(o) for o in dead]}
-    ctx.emit(document, lambda: occurrences_table(ctx, dead) if dead else "no dead letters")
+    ctx.emit(
+        document,
+        lambda: (
+            occurrences_table(ctx, dead, show_job=args.job is None) if dead else "no dead letters"
+        ),
+    )
+    if len(dead) == args.limit and not ctx.json:
+        job = f" --job {args.job}" if args.job else ""
+        ctx.note(f"more may exist: jobledger occurrence list --status dead_letter{job}")
     return 0
 
 
@@ -101,6 +115,7 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
     if args.expected_fence is not None and len(args.occurrence_ids) != 1:
         raise UsageError("--expected-fence applies to exactly one OCCURRENCE", prog=prog)
     with ctx.open_store() as store:
+        unknown: list[Failure] = []
         if args.all:
             fences = _all_dead_letters(store, args.job)
             scope = f" of job {args.job}" if args.job else ""
@@ -111,24 +126,29 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
                 return 0
             ctx.confirm(f"Requeue all {len(fences)} dead letter(s){scope}?")
         else:
-            targets = list(dict.fromkeys(args.occurrence_ids))
+            targets, unknown = resolve_targets(ctx, store, args.occurrence_ids)
             if len(targets) > 1:
                 ctx.confirm(f"Requeue {len(targets)} dead letters?")
-            fences = {}
-            for key in targets:
-                fences[key] = -1  # read just before each requeue, below
+            fences = dict.fromkeys(targets, -1)  # read just before each requeue, below
 
         def requeue(key: str) -> Any:
             fence = fences[key]
             if args.expected_fence is not None:
                 fence = args.expected_fence
             elif fence < 0:
-                fence = get_occurrence(store, key).fence
+                current = get_occurrence(store, key)
+                if current.status != "dead_letter":  # its fence proves nothing: say why
+                    raise RequeueConflict(
+                        f"{key} is {current.status}, not a dead letter: only dead letters can "
+                        "be requeued",
+                        details={"status": current.status, "fence": current.fence},
+                    )
+                fence = current.fence
             return store.requeue_dead_letter(
                 occurrence_id=key, expected_fence=fence, reason=args.reason, actor=ctx.actor
             )
 
-        outcome = apply_each(ctx, list(fences), requeue, verb="requeued")
+        outcome = apply_each(ctx, list(fences), requeue, verb="requeued", failed=unknown)
     document = {**outcome.document("requeued"), "actor": ctx.actor}
 
     def text() -> str:

@@ -17,7 +17,7 @@ from ..errors import InvalidArgument
 from ..models import UNSET
 from .context import Context
 from .output import occurrence_json
-from .parsing import add_command, duration_arg, instant_arg, json_arg, positive_arg
+from .parsing import add_command, duration_arg, instant_arg, int_within, job_arg, json_arg
 
 __all__ = ["register"]
 
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
             "payload defaults to the job's. A disabled job refuses (exit 4)."
         ),
     )
-    parser.add_argument("job_id", metavar="JOB")
+    parser.add_argument("job_id", metavar="JOB", type=job_arg)
     when = parser.add_mutually_exclusive_group()
     when.add_argument(
         "--at",
@@ -63,9 +63,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--count",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_ENQUEUE_BATCH),
         default=1,
-        help=f"enqueue N occurrences in one transaction (at most {MAX_ENQUEUE_BATCH:,})",
+        help=f"enqueue N occurrences in one transaction, 1..{MAX_ENQUEUE_BATCH:,} (default: 1)",
     )
     parser.set_defaults(handler=run_enqueue)
 
@@ -75,10 +75,6 @@ def run_enqueue(ctx: Context, args: argparse.Namespace) -> int:
         raise InvalidArgument(
             "--key names one occurrence; it cannot be combined with --count",
             details={"field": "--count"},
-        )
-    if args.count > MAX_ENQUEUE_BATCH:
-        raise InvalidArgument(
-            f"--count must be at most {MAX_ENQUEUE_BATCH}", details={"field": "--count"}
         )
     payload = args.payload
     with ctx.open_store() as store:

@@ -25,6 +25,7 @@ A traceback is printed only with ``--debug``.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from ..errors import (
@@ -58,6 +59,7 @@ __all__ = [
     "VERIFY_FAILED",
     "error_lines",
     "exit_code_for",
+    "in_cli_words",
 ]
 
 EXIT_OK: Final = 0
@@ -109,11 +111,18 @@ def _hint(error: SchedulerError, default_target: bool) -> str | None:
                 "create it with `jobledger db init`, or point --db at your store"
             )
         source = details.get("targetSource")
+        if source == "STORE":
+            return (
+                "check the STORE path given to `jobledger web`, or create the store with "
+                "`jobledger --db <that path> db init`"
+            )
         which = source if source in ("--db", "$JOBLEDGER_DB") else "--db / $JOBLEDGER_DB"
         return f"check the path ({which}), or create the store with `jobledger db init`"
     if isinstance(error, UnsafePath):
         return _unsafe_path_hint(details.get("reason"))
     if code == "SCHEDULER_MIGRATION_REQUIRED":
+        if details.get("schemaVersion") == 0:
+            return "create jobledger's tables in it with `jobledger db init`"
         return "run `jobledger db migrate` (SQLite files are backed up first)"
     if code == "SCHEDULER_SCHEMA_UNKNOWN":
         return (
@@ -161,9 +170,45 @@ def _unsafe_path_hint(reason: object) -> str | None:
     return None
 
 
+# The library names its arguments (``reason``, ``authority.tenantId``); a refusal of a value
+# the command passed on says which option it came from instead.
+_OPTION_OF: Final = {
+    "actor": "--actor",
+    "authority.principal": "--principal",
+    "authority.principal.id": "--principal",
+    "authority.principal.type": "--principal",
+    "authority.tenantId": "--tenant",
+    "authority.workspaceId": "--workspace",
+    "eventType": "--type",
+    "job.kind": "--kind",
+    "job.payload": "--payload",
+    "key": "--key",
+    "kind": "--kind",
+    "maxAttempts": "--max-attempts",
+    "occurrence.payload": "--payload",
+    "payload": "--payload",
+    "reason": "--reason",
+}
+_LEADING_FIELD: Final = re.compile(r"^(?:requests\[\d+\]: )?([A-Za-z][\w.]*)(?= )")
+
+
+def in_cli_words(message: str) -> str:
+    """``reason is not a valid identifier`` → ``--reason is not valid: …``."""
+    found = _LEADING_FIELD.match(message)
+    option = None if found is None else _OPTION_OF.get(found[1])
+    if found is None or option is None:
+        return message
+    rest = message[found.end() :]
+    if rest == " is not a valid identifier":
+        rest = " is not valid: it must not be empty, hold control characters or be too long"
+    return option + rest
+
+
 def error_lines(error: SchedulerError, *, default_target: bool = False) -> list[str]:
     """``error: CODE: message`` (one line, whatever the message holds) and maybe a hint."""
     message = " ".join(error.message.split())
+    if isinstance(error, InvalidArgument):
+        message = in_cli_words(message)
     lines = [f"error: {error.code}: {message}"]
     hint = _hint(error, default_target)
     if hint is not None:

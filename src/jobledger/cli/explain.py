@@ -9,8 +9,8 @@ from typing import Any
 from ..planning.explain import MAX_EXPLAIN_COUNT, explain
 from ..planning.planner import Planner, PlanReport
 from .context import Context
-from .output import occurrence_json
-from .parsing import add_command, positive_arg
+from .output import occurrence_json, short_id
+from .parsing import add_command, int_within, job_arg
 from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
@@ -29,11 +29,11 @@ def register(subparsers: Any) -> None:
             "occurrence with its status, lease holder and lease expiry."
         ),
     )
-    parser.add_argument("job_id", metavar="JOB")
+    parser.add_argument("job_id", metavar="JOB", type=job_arg)
     parser.add_argument(
         "--count",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_EXPLAIN_COUNT),
         default=5,
         help=f"next fire times to show, 1..{MAX_EXPLAIN_COUNT} (default: 5)",
     )
@@ -90,7 +90,7 @@ def _plan_text(ctx: Context, report: PlanReport) -> str:
     ]
     if report.enqueued:
         columns = [Column("OCCURRENCE", shrink=False), Column("JOB"), Column("SLOT")]
-        rows = [[o.id, o.job_id, ctx.when(o.scheduled_for)] for o in report.enqueued]
+        rows = [[short_id(o.id), o.job_id, ctx.when(o.scheduled_for)] for o in report.enqueued]
         lines.append(render_table(columns, rows, width=ctx.width, color=ctx.color))
     if report.skipped:
         columns = [

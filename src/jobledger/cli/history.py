@@ -8,9 +8,18 @@ from datetime import timedelta
 from typing import Any, Final
 
 from ..models import Event
+from ..store.inputs import MAX_PAGE_LIMIT
 from .context import Context
 from .output import audit_json, event_json, event_row_line, events_table
-from .parsing import UsageError, add_command, duration_arg, positive_arg, timedelta_ms
+from .parsing import (
+    UsageError,
+    add_command,
+    duration_within,
+    int_within,
+    job_arg,
+    positive_arg,
+    timedelta_ms,
+)
 from .table import Column, render_table
 
 __all__ = ["register"]
@@ -33,13 +42,21 @@ def register(subparsers: Any) -> None:
             "object per event per line (JSON Lines) instead of one document."
         ),
     )
-    history.add_argument("--job", metavar="JOB", help="only this job's events")
-    history.add_argument("--occurrence", metavar="OCCURRENCE", help="only this occurrence's")
+    history.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's events")
+    history.add_argument(
+        "--occurrence",
+        metavar="OCCURRENCE",
+        help="only this occurrence's (its id or a unique start of it, as tables show it)",
+    )
     history.add_argument(
         "--type", metavar="TYPE", help="only this event type, e.g. occurrence_dead_lettered"
     )
     history.add_argument(
-        "--limit", metavar="N", type=positive_arg, default=50, help="events, 1..1000 (default: 50)"
+        "--limit",
+        metavar="N",
+        type=int_within(1, MAX_PAGE_LIMIT),
+        default=50,
+        help=f"events, 1..{MAX_PAGE_LIMIT} (default: 50)",
     )
     history.add_argument(
         "--before", metavar="EVENT_ID", type=positive_arg, help="only events older than this id"
@@ -48,9 +65,9 @@ def register(subparsers: Any) -> None:
     history.add_argument(
         "--interval",
         metavar="DURATION",
-        type=duration_arg,
+        type=duration_within(minimum=MIN_INTERVAL),
         default=timedelta(seconds=1),
-        help="with --follow: how often to look for new events (default: 1s)",
+        help="with --follow: how often to look for new events, at least 50ms (default: 1s)",
     )
     history.set_defaults(handler=run_history)
 
@@ -66,7 +83,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     audit.add_argument(
-        "--limit", metavar="N", type=positive_arg, default=50, help="records, 1..1000 (default: 50)"
+        "--limit",
+        metavar="N",
+        type=int_within(1, MAX_PAGE_LIMIT),
+        default=50,
+        help=f"records, 1..{MAX_PAGE_LIMIT} (default: 50)",
     )
     audit.add_argument(
         "--before", metavar="AUDIT_ID", type=positive_arg, help="only records older than this id"
@@ -82,6 +103,8 @@ def run_history(ctx: Context, args: argparse.Namespace) -> int:
     if args.follow and args.before is not None:
         raise UsageError("--before cannot be combined with --follow", prog="jobledger history")
     with ctx.open_store() as store:
+        if args.occurrence is not None:
+            args.occurrence = store.resolve_occurrence_id(args.occurrence)
         newest_first = store.events(**_filters(args), before_id=args.before, limit=args.limit)
         events = list(reversed(newest_first))
         if args.follow:
@@ -91,7 +114,19 @@ def run_history(ctx: Context, args: argparse.Namespace) -> int:
         "events": [event_json(event) for event in events],
         "nextBefore": events[0].event_id if full and events else None,
     }
-    ctx.emit(document, lambda: events_table(ctx, events) if events else "no events")
+    ctx.emit(
+        document,
+        lambda: (
+            events_table(
+                ctx,
+                events,
+                show_job=args.job is None and args.occurrence is None,
+                show_occurrence=args.occurrence is None,
+            )
+            if events
+            else "no events"
+        ),
+    )
     if document["nextBefore"] is not None and not ctx.json:
         ctx.note(f"older: add --before {document['nextBefore']}")
     return 0
@@ -106,7 +141,7 @@ def _print_event(ctx: Context, event: Event) -> None:
 
 def _follow(ctx: Context, store: Any, args: argparse.Namespace, events: list[Event]) -> int:
     """Print ``events``, then poll for newer ones after the last id seen, until Ctrl-C."""
-    interval = max(args.interval, MIN_INTERVAL)
+    interval = args.interval
     if events:
         last = events[-1].event_id
     else:

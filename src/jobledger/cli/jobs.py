@@ -14,12 +14,16 @@ from .. import contract
 from ..errors import NotFound
 from ..models import UNSET, Job
 from ..store import Store
+from ..store.inputs import MAX_PAGE_LIMIT
 from .context import Context
 from .output import describe_trigger, job_json
 from .parsing import (
     add_command,
     add_group,
+    int_within,
+    job_arg,
     json_arg,
+    kind_arg,
     positive_arg,
     principal_arg,
 )
@@ -42,12 +46,16 @@ def register(subparsers: Any) -> None:
     )
     listing.add_argument("--after", metavar="ID", help="start after this job id (the next page)")
     listing.add_argument(
-        "--limit", metavar="N", type=positive_arg, default=100, help="jobs per page (default: 100)"
+        "--limit",
+        metavar="N",
+        type=int_within(1, MAX_PAGE_LIMIT),
+        default=100,
+        help=f"jobs per page, 1..{MAX_PAGE_LIMIT} (default: 100)",
     )
     listing.set_defaults(handler=run_list)
 
     show = add_command(commands, "show", help="print one job and its occurrence counts")
-    show.add_argument("job_id", metavar="JOB")
+    show.add_argument("job_id", metavar="JOB", type=job_arg)
     show.set_defaults(handler=run_show)
 
     add = add_command(
@@ -60,8 +68,13 @@ def register(subparsers: Any) -> None:
             "enqueued by callers (`jobledger enqueue`). An existing id is a conflict (exit 4)."
         ),
     )
-    add.add_argument("job_id", metavar="JOB")
-    add.add_argument("--kind", required=True, help="the job kind: which handler runs it")
+    add.add_argument("job_id", metavar="JOB", type=job_arg)
+    add.add_argument(
+        "--kind",
+        required=True,
+        type=kind_arg,
+        help="the job kind: which handler runs it",
+    )
     _definition_flags(add)
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add_schedule_flags(add, update=False)
@@ -79,8 +92,8 @@ def register(subparsers: Any) -> None:
             "when nothing differs."
         ),
     )
-    update.add_argument("job_id", metavar="JOB")
-    update.add_argument("--kind", help="a new job kind")
+    update.add_argument("job_id", metavar="JOB", type=job_arg)
+    update.add_argument("--kind", type=kind_arg, help="a new job kind")
     _definition_flags(update)
     _expected_revision(update)
     add_schedule_flags(update, update=True)
@@ -96,7 +109,7 @@ def register(subparsers: Any) -> None:
                 else "disable a job: nothing of it is claimed or planned until it is enabled"
             ),
         )
-        toggle.add_argument("job_id", metavar="JOB")
+        toggle.add_argument("job_id", metavar="JOB", type=job_arg)
         _expected_revision(toggle)
         toggle.set_defaults(handler=run_toggle, enabled=enabled)
 
@@ -113,7 +126,7 @@ def register(subparsers: Any) -> None:
             "--actor and --reason (`jobledger audit`). Asks for confirmation unless --yes."
         ),
     )
-    remove.add_argument("job_id", metavar="JOB")
+    remove.add_argument("job_id", metavar="JOB", type=job_arg)
     remove.add_argument("--reason", required=True, help="why (recorded in the audit log)")
     _expected_revision(remove)
     remove.set_defaults(handler=run_remove)
@@ -126,8 +139,8 @@ def _definition_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-attempts",
         metavar="N",
-        type=positive_arg,
-        help="attempts per occurrence, 1..32 (default: 3)",
+        type=int_within(1, contract.MAX_JOB_ATTEMPTS),
+        help=f"attempts per occurrence, 1..{contract.MAX_JOB_ATTEMPTS} (default: 3)",
     )
     authority = parser.add_argument_group("authority (who asked; evidence, never a grant)")
     authority.add_argument(

@@ -1,4 +1,10 @@
-"""``jobledger occurrence list | show`` and ``jobledger cancel``."""
+"""``jobledger occurrence list | show`` and ``jobledger cancel``.
+
+Every command here (and ``dead-letter requeue``, ``history --occurrence``) names an occurrence by
+its id or by a unique start of it: ``occ_`` and at least 8 hex digits, ``occ_`` optional — the
+short ids the tables print. A start shared by several is ``SCHEDULER_AMBIGUOUS_ID`` (exit 2),
+naming a few of them.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +16,16 @@ from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
 from ..models import Occurrence
 from ..store import Store
-from .bulk import apply_each
+from ..store.inputs import MAX_PAGE_LIMIT
+from .bulk import apply_each, resolve_targets
 from .context import Context
 from .output import event_json, events_table, occurrence_json, occurrences_table
-from .parsing import add_command, add_group, positive_arg
+from .parsing import add_command, add_group, int_within, job_arg, kind_arg
 
-__all__ = ["get_occurrence", "register", "timeline"]
+__all__ = ["OCCURRENCE_HELP", "get_occurrence", "register", "timeline"]
 
 TIMELINE_PAGE = 1000
+OCCURRENCE_HELP = "an occurrence id or a unique start of it (8+ hex digits; occ_ optional)"
 
 
 def register(subparsers: Any) -> None:
@@ -38,14 +46,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")
-    listing.add_argument("--job", metavar="JOB", help="only this job's occurrences")
-    listing.add_argument("--kind", metavar="KIND", help="only occurrences of this kind")
+    listing.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's occurrences")
+    listing.add_argument(
+        "--kind", metavar="KIND", type=kind_arg, help="only occurrences of this kind"
+    )
     listing.add_argument(
         "--limit",
         metavar="N",
-        type=positive_arg,
+        type=int_within(1, MAX_PAGE_LIMIT),
         default=50,
-        help="per page, 1..1000 (default: 50)",
+        help=f"per page, 1..{MAX_PAGE_LIMIT} (default: 50)",
     )
     listing.add_argument("--cursor", metavar="CURSOR", help="the next page, from a previous one")
     listing.set_defaults(handler=run_list)
@@ -53,7 +63,7 @@ def register(subparsers: Any) -> None:
     show = add_command(
         commands, "show", help="one occurrence with its audit timeline (oldest event first)"
     )
-    show.add_argument("occurrence_id", metavar="OCCURRENCE")
+    show.add_argument("occurrence_id", metavar="OCCURRENCE", help=OCCURRENCE_HELP)
     show.set_defaults(handler=run_show)
 
     cancel = add_command(
@@ -67,14 +77,16 @@ def register(subparsers: Any) -> None:
             "occurrence is a conflict (exit 4). Asks for confirmation unless --yes."
         ),
     )
-    cancel.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="+")
+    cancel.add_argument("occurrence_ids", metavar="OCCURRENCE", nargs="+", help=OCCURRENCE_HELP)
     cancel.add_argument("--reason", required=True, help="why (recorded in the audit log)")
     cancel.set_defaults(handler=run_cancel)
 
 
-def get_occurrence(store: Store, occurrence_id: str) -> Occurrence:
+def get_occurrence(store: Store, name: str) -> Occurrence:
+    """The occurrence ``name`` (an id or a unique start of one) names."""
+    occurrence_id = store.resolve_occurrence_id(name)
     occurrence = store.get_occurrence(occurrence_id)
-    if occurrence is None:
+    if occurrence is None:  # pruned or removed between the two reads
         raise NotFound(
             f"Scheduler occurrence does not exist: {occurrence_id}",
             details={"occurrenceId": occurrence_id},
@@ -109,7 +121,13 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
     }
     ctx.emit(
         document,
-        lambda: occurrences_table(ctx, page.items) if page.items else "no occurrences",
+        lambda: (
+            occurrences_table(
+                ctx, page.items, show_job=args.job is None, show_kind=args.kind is None
+            )
+            if page.items
+            else "no occurrences"
+        ),
     )
     if page.next_cursor is not None and not ctx.json:
         ctx.note(f"more: add --cursor {page.next_cursor}")
@@ -141,7 +159,8 @@ def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str
         lines.append(f"settled:      {ctx.when(o.settled_at)}")
     lines.append("")
     lines.append("timeline:")
-    lines.append(events_table(ctx, events) if events else "  no events")
+    table = events_table(ctx, events, show_job=False, show_occurrence=False)
+    lines.append(table if events else "  no events")
     return "\n".join(lines)
 
 
@@ -158,10 +177,11 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def run_cancel(ctx: Context, args: argparse.Namespace) -> int:
-    targets = list(dict.fromkeys(args.occurrence_ids))
     with ctx.open_store() as store:
-        what = targets[0] if len(targets) == 1 else f"{len(targets)} occurrences"
-        ctx.confirm(f"Cancel {what} for good (reason: {args.reason!r})?")
+        targets, unknown = resolve_targets(ctx, store, args.occurrence_ids)
+        if targets:
+            what = targets[0] if len(targets) == 1 else f"{len(targets)} occurrences"
+            ctx.confirm(f"Cancel {what} for good (reason: {args.reason!r})?")
         outcome = apply_each(
             ctx,
             targets,
@@ -169,6 +189,7 @@ def run_cancel(ctx: Context, args: argparse.Namespace) -> int:
                 occurrence_id=key, actor=ctx.actor, reason=args.reason
             ),
             verb="cancelled",
+            failed=unknown,
         )
     document = {**outcome.document("cancelled"), "actor": ctx.actor}
 

@@ -4,6 +4,9 @@ Keys are camelCase, as in the stored JSON and in :meth:`Explanation.to_dict
 <jobledger.planning.explain.Explanation.to_dict>`; instants are ISO 8601 UTC strings
 (``2026-01-01T09:00:00Z``, with ``.mmm`` when there are milliseconds), whatever ``--tz`` says.
 These shapes are a public contract for scripts: keys are added, never renamed or removed.
+
+Tables show occurrence ids short (:func:`short_id`: ``occ_`` and 12 hex digits), which every
+command taking an occurrence accepts (a unique start of an id); ``--json`` has them whole.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from .table import Column, render_table, status_style
 from .timefmt import iso_utc
 
 __all__ = [
+    "SHORT_ID_LENGTH",
     "audit_json",
     "describe_trigger",
     "error_json",
@@ -29,7 +33,17 @@ __all__ = [
     "occurrence_json",
     "occurrences_table",
     "schema_json",
+    "short_id",
 ]
+
+# ``occ_`` and 12 hex digits (48 bits): unique in any store of a realistic size, and as long as
+# the dashboard's short ids.
+SHORT_ID_LENGTH = 16
+
+
+def short_id(occurrence_id: str | None) -> str:
+    """An occurrence id cut for a table (``-`` for none); commands accept it back as a prefix."""
+    return "-" if occurrence_id is None else occurrence_id[:SHORT_ID_LENGTH]
 
 
 def describe_trigger(trigger: Any) -> str | None:
@@ -135,15 +149,23 @@ def _short_error(error: Any) -> str:
     return "" if error is None else str(error)
 
 
-def occurrences_table(ctx: Context, occurrences: Sequence[Occurrence]) -> str:
+def occurrences_table(
+    ctx: Context,
+    occurrences: Sequence[Occurrence],
+    *,
+    show_job: bool = True,
+    show_kind: bool = True,
+) -> str:
+    """Occurrences, one per line. ``show_job`` / ``show_kind`` False leave out a column that a
+    filter makes the same on every line, so the lease or last error has the room."""
     columns = [
-        Column("OCCURRENCE", shrink=False),
-        Column("JOB", max_width=32),
-        Column("KIND", max_width=24),
-        Column("STATUS", style=status_style),
-        Column("SCHEDULED FOR", shrink=False),
-        Column("ATTEMPT", align="right"),
-        Column("LEASE / LAST ERROR", max_width=48),
+        (True, Column("OCCURRENCE", shrink=False)),
+        (show_job, Column("JOB", max_width=32)),
+        (show_kind, Column("KIND", max_width=24)),
+        (True, Column("STATUS", style=status_style)),
+        (True, Column("SCHEDULED FOR", shrink=False)),
+        (True, Column("ATTEMPT", align="right")),
+        (True, Column("LEASE / LAST ERROR", max_width=100)),
     ]
     rows = []
     for o in occurrences:
@@ -151,18 +173,18 @@ def occurrences_table(ctx: Context, occurrences: Sequence[Occurrence]) -> str:
             extra = f"{o.lease_owner} until {ctx.when(o.lease_expires_at)}"
         else:
             extra = _short_error(o.last_error)
-        rows.append(
-            [
-                o.id,
-                o.job_id,
-                o.kind,
-                o.status,
-                ctx.when(o.scheduled_for),
-                f"{o.attempt}/{o.max_attempts}",
-                extra,
-            ]
-        )
-    return render_table(columns, rows, width=ctx.width, color=ctx.color)
+        cells = [
+            short_id(o.id),
+            o.job_id,
+            o.kind,
+            o.status,
+            ctx.when(o.scheduled_for),
+            f"{o.attempt}/{o.max_attempts}",
+            extra,
+        ]
+        rows.append([cell for (shown, _), cell in zip(columns, cells, strict=True) if shown])
+    kept = [column for shown, column in columns if shown]
+    return render_table(kept, rows, width=ctx.width, color=ctx.color)
 
 
 _INSTANT_KEYS = frozenset(
@@ -189,36 +211,45 @@ def _event_summary(ctx: Context, event: Event) -> str:
     return " ".join(f"{key}={shown(key, data[key])}" for key in keys)
 
 
-def events_table(ctx: Context, events: Sequence[Event]) -> str:
+def events_table(
+    ctx: Context,
+    events: Sequence[Event],
+    *,
+    show_job: bool = True,
+    show_occurrence: bool = True,
+) -> str:
+    """Events, one per line. ``show_job`` / ``show_occurrence`` False leave out a column that is
+    the same on every line (one occurrence's timeline, a ``--job`` filter), so the data fits."""
     columns = [
-        Column("ID", align="right", shrink=False),
-        Column("AT", shrink=False),
-        Column("TYPE"),
-        Column("JOB", max_width=28),
-        Column("OCCURRENCE"),
-        Column("OWNER", max_width=28),
-        Column("DATA", max_width=60),
+        (True, Column("ID", align="right", shrink=False)),
+        (True, Column("AT", shrink=False)),
+        (True, Column("TYPE")),
+        (show_job, Column("JOB", max_width=28)),
+        (show_occurrence, Column("OCCURRENCE", shrink=False)),
+        (True, Column("OWNER", max_width=28)),
+        (True, Column("DATA", max_width=100)),
     ]
-    rows = [
-        [
+    rows = []
+    for event in events:
+        cells = [
             str(event.event_id),
             ctx.when(event.occurred_at),
             event.type,
             event.job_id,
-            event.occurrence_id or "-",
+            short_id(event.occurrence_id),
             event.owner_id or "-",
             _event_summary(ctx, event),
         ]
-        for event in events
-    ]
-    return render_table(columns, rows, width=ctx.width, color=ctx.color)
+        rows.append([cell for (shown, _), cell in zip(columns, cells, strict=True) if shown])
+    kept = [column for shown, column in columns if shown]
+    return render_table(kept, rows, width=ctx.width, color=ctx.color)
 
 
 def event_row_line(ctx: Context, event: Event) -> str:
     """One event as one line (``history --follow`` prints them as they come)."""
     parts = [ctx.when(event.occurred_at), f"#{event.event_id}", event.type, event.job_id]
     if event.occurrence_id:
-        parts.append(event.occurrence_id)
+        parts.append(short_id(event.occurrence_id))
     if event.owner_id:
         parts.append(f"owner={event.owner_id}")
     summary = _event_summary(ctx, event)

@@ -9,6 +9,10 @@ and neither does its command). Two adjustments make it behave like the rest of t
   command (``jobledger job list --json``): every sub-parser carries hidden copies whose default is
   "not given", so they override the root's value only when used.
 
+Values are checked here, against the limits of the API they go to, so a refusal names the
+option and speaks in the command's units (``argument --every: must be at least 1s, not 500ms``)
+instead of the library's words (``interval must be between 1 s and … ms``).
+
 Help is formatted at a fixed width, so ``--help`` reads the same everywhere and ``docs/cli.md``
 can embed it verbatim (a test compares the two).
 """
@@ -22,9 +26,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final, NoReturn
 
-from ..contract import MAX_SAFE_INTEGER
+from ..contract import MAX_IDENTIFIER_LENGTH, MAX_SAFE_INTEGER, normalize_identifier
 from ..errors import InvalidArgument
-from .timefmt import parse_duration, parse_instant
+from .timefmt import format_duration, parse_duration, parse_instant
 
 __all__ = [
     "HELP_WIDTH",
@@ -35,9 +39,14 @@ __all__ = [
     "add_global_options",
     "add_group",
     "duration_arg",
+    "duration_within",
     "float_arg",
+    "identifier_arg",
     "instant_arg",
+    "int_within",
+    "job_arg",
     "json_arg",
+    "kind_arg",
     "natural_arg",
     "positive_arg",
     "principal_arg",
@@ -203,6 +212,59 @@ duration_arg: Callable[[str], timedelta] = _typed(parse_duration, "duration")
 json_arg: Callable[[str], Any] = _typed(_json_value, "JSON")
 positive_arg: Callable[[str], int] = _typed(lambda text: _natural(text, 1), "positive integer")
 natural_arg: Callable[[str], int] = _typed(lambda text: _natural(text, 0), "integer")
+
+
+def int_within(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from ``low`` to ``high`` (both included); the message names the range."""
+
+    def parse(text: str) -> int:
+        value = _natural(text, 0)
+        if not low <= value <= high:
+            raise InvalidArgument(f"must be from {low:,} to {high:,}, not {value:,}")
+        return value
+
+    return _typed(parse, f"integer {low}..{high}")
+
+
+def duration_within(
+    minimum: timedelta | None = None, maximum: timedelta | None = None
+) -> Callable[[str], timedelta]:
+    """A duration (as :data:`duration_arg`) at least ``minimum`` and at most ``maximum``."""
+
+    def parse(text: str) -> timedelta:
+        value = parse_duration(text)
+        shown = format_duration(timedelta_ms(value))
+        if minimum is not None and value < minimum:
+            raise InvalidArgument(
+                f"must be at least {format_duration(timedelta_ms(minimum))}, not {shown}"
+            )
+        if maximum is not None and value > maximum:
+            raise InvalidArgument(
+                f"must be at most {format_duration(timedelta_ms(maximum))}, not {shown}"
+            )
+        return value
+
+    return _typed(parse, "duration")
+
+
+def identifier_arg(max_length: int) -> Callable[[str], str]:
+    """An identifier (a job id, a kind): trimmed, 1..``max_length`` characters, no control
+    characters — the store's rule, said in the command's words."""
+
+    def parse(text: str) -> str:
+        try:
+            return normalize_identifier(text, "identifier", max_length=max_length)
+        except InvalidArgument:
+            shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+            raise InvalidArgument(
+                f"not a valid name: {shown} (1 to {max_length} characters, no control characters)"
+            ) from None
+
+    return _typed(parse, "identifier")
+
+
+job_arg: Callable[[str], str] = identifier_arg(MAX_IDENTIFIER_LENGTH)
+kind_arg: Callable[[str], str] = identifier_arg(128)
 
 
 def float_arg(text: str) -> float:

@@ -9,13 +9,14 @@ from typing import Any
 
 from ..contract import OCCURRENCE_STATUSES
 from .context import Context
-from .parsing import add_command, duration_arg, timedelta_ms
+from .parsing import add_command, duration_within, timedelta_ms
 from .table import Column, render_table
 from .timefmt import format_duration, iso_utc
 
 __all__ = ["register"]
 
 MAX_WINDOW = timedelta(days=7)
+MIN_WINDOW = timedelta(minutes=1)  # throughput is counted per minute
 MINUTE_MS = 60_000
 
 
@@ -34,15 +35,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--window",
         metavar="DURATION",
-        type=duration_arg,
+        type=duration_within(minimum=MIN_WINDOW, maximum=MAX_WINDOW),
         default=timedelta(minutes=15),
-        help="how far back throughput is counted, up to 7d (default: 15m)",
+        help="how far back throughput is counted, 1m..7d (default: 15m)",
     )
     parser.set_defaults(handler=run_stats)
 
 
 def run_stats(ctx: Context, args: argparse.Namespace) -> int:
-    window_ms = timedelta_ms(min(args.window, MAX_WINDOW))
+    window_ms = timedelta_ms(args.window)
     with ctx.open_store() as store:
         now = store.now()
         target = store.target

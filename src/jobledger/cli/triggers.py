@@ -18,9 +18,14 @@ from typing import Any, Final
 
 from ..errors import InvalidArgument, SchedulerError
 from ..schedules import Cron, Every, MisfirePolicy, Once, Trigger, parse_schedule, schedule_json
-from ..schedules.json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES
-from ..schedules.policy import MISFIRE_MODES
-from .parsing import duration_arg, instant_arg, positive_arg
+from ..schedules.json_format import (
+    AMBIGUOUS_POLICIES,
+    MAX_INTERVAL_MS,
+    MIN_INTERVAL_MS,
+    NONEXISTENT_POLICIES,
+)
+from ..schedules.policy import MAX_CATCH_UP_LIMIT, MAX_JITTER_MS, MISFIRE_MODES
+from .parsing import duration_arg, duration_within, instant_arg, int_within
 
 __all__ = ["add_schedule_flags", "schedule_flags_given", "trigger_from_flags"]
 
@@ -41,8 +46,11 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
     which.add_argument(
         "--every",
         metavar="DURATION",
-        type=duration_arg,
-        help="a fixed interval ≥ 1s, e.g. 10s, 5m, PT1H (slots aligned to --anchor)",
+        type=duration_within(
+            minimum=timedelta(milliseconds=MIN_INTERVAL_MS),
+            maximum=timedelta(milliseconds=MAX_INTERVAL_MS),
+        ),
+        help="a fixed interval of at least 1s, e.g. 10s, 5m, PT1H (slots aligned to --anchor)",
     )
     which.add_argument(
         "--at",
@@ -82,7 +90,8 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
     policy.add_argument(
         "--misfire",
         choices=MISFIRE_MODES,
-        help="missed slots: coalesce into one (default), catch_up (fire each) or skip",
+        help="late slots: coalesce the due ones into one (default), catch_up (fire each "
+        "missed one) or skip (drop the missed ones)",
     )
     policy.add_argument(
         "--misfire-grace",
@@ -93,14 +102,15 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
     policy.add_argument(
         "--catch-up-limit",
         metavar="N",
-        type=positive_arg,
-        help="with catch_up: the most missed slots fired per pass (default: 100)",
+        type=int_within(1, MAX_CATCH_UP_LIMIT),
+        help=f"with catch_up: the most missed slots fired per pass, 1..{MAX_CATCH_UP_LIMIT:,} "
+        "(default: 100)",
     )
     policy.add_argument(
         "--jitter",
         metavar="DURATION",
-        type=duration_arg,
-        help="delay each firing by a deterministic [0, jitter) (default: none)",
+        type=duration_within(maximum=timedelta(milliseconds=MAX_JITTER_MS)),
+        help="delay each firing by a deterministic [0, jitter), at most 1d (default: none)",
     )
 
 
@@ -190,7 +200,11 @@ def trigger_from_flags(args: argparse.Namespace, *, current: Any) -> dict[str, A
             raise _refuse(f"--no-schedule cannot be combined with {flag}", flag)
         return {}
     parsed = _current(current)
-    trigger = _trigger(args, None if parsed is None else parsed[0])
+    try:
+        trigger = _trigger(args, None if parsed is None else parsed[0])
+        policy = _policy(args, None if parsed is None else parsed[1])
+    except InvalidArgument as exc:
+        raise _in_cli_words(exc) from None
     if trigger is None:
         policy_given = [name for name in _POLICY_OPTIONS if getattr(args, name) is not None]
         if policy_given:
@@ -199,4 +213,35 @@ def trigger_from_flags(args: argparse.Namespace, *, current: Any) -> dict[str, A
                 f"{flag} applies only to a scheduled job: add --cron, --every or --at", flag
             )
         return None if parsed is None and current is None else current
-    return schedule_json(trigger, _policy(args, None if parsed is None else parsed[1]))
+    return schedule_json(trigger, policy)
+
+
+# The schedule classes' argument names, as this command's options.
+_FLAGS: Final = {
+    "expression": "--cron",
+    "timezone": "--timezone",
+    "nonexistent": "--nonexistent",
+    "ambiguous": "--ambiguous",
+    "interval": "--every",
+    "anchor": "--anchor",
+    "at": "--at",
+    "misfire": "--misfire",
+    "misfire_grace": "--misfire-grace",
+    "catch_up_limit": "--catch-up-limit",
+    "jitter": "--jitter",
+}
+
+
+def _in_cli_words(error: InvalidArgument) -> InvalidArgument:
+    """A schedule class's refusal (``expression: minute value 61 …``, ``timezone 'X' is not
+    …``) naming the option instead (``--cron: minute value 61 …``)."""
+    field = (error.details or {}).get("field")
+    flag = _FLAGS.get(field) if isinstance(field, str) else None
+    if flag is None or field is None:
+        return error
+    message = error.message
+    for lead in (f"{field}: ", f"{field} "):
+        if message.startswith(lead):
+            message = message[len(lead) :]
+            break
+    return InvalidArgument(f"{flag}: {message}", details={**(error.details or {}), "field": flag})

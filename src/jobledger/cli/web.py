@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from ..errors import SchedulerError
+from ..errors import InvalidArgument, SchedulerError
 from .context import Context
 from .parsing import add_command
 
@@ -63,9 +63,34 @@ def run_web(ctx: Context, args: argparse.Namespace) -> int:
     assert web_cli is not None
     if getattr(args, "target", None) is None:
         args.target = ctx.target
+    else:  # errors name the STORE argument as where the path came from, not --db
+        ctx.target, ctx.target_source = args.target, "STORE"
     # Open it as every command does (refusing a missing or old store, with --pg-schema and the
     # other store options) and serve that store.
-    ctx.target = args.target
     with ctx.open_store() as store:
-        code: int = web_cli.run(args, store=store)
+        try:
+            code: int = web_cli.run(args, store=store)
+        except InvalidArgument as exc:
+            raise _in_cli_words(exc) from exc
     return code
+
+
+def _in_cli_words(error: InvalidArgument) -> InvalidArgument:
+    """The dashboard's settings speak Python (``read_only=True``); say the options instead."""
+    words = {
+        "token=": "--token-file (or $JOBLEDGER_WEB_TOKEN)",
+        "basic_auth=": "--basic-auth-file (or $JOBLEDGER_WEB_BASIC_AUTH)",
+        "read_only=True": "--read-only",
+        "a token or basic auth": (
+            "a token (--token-file, $JOBLEDGER_WEB_TOKEN) or basic auth (--basic-auth-file, "
+            "$JOBLEDGER_WEB_BASIC_AUTH)"
+        ),
+        "bind to 127.0.0.1": "--host 127.0.0.1",
+        "login_link=True for a token made for this run": "give none: a token is made for this run",
+    }
+    message = error.message
+    for api, cli in words.items():
+        message = message.replace(api, cli)
+    if message == error.message:
+        return error
+    return InvalidArgument(message, code=error.code, details=error.details)

@@ -265,7 +265,10 @@ class Housekeeper:
             return min(longest, self._poll_timeout())
         self._record("plans", 1)
         if report.enqueued:
-            logger.info("planned %d occurrence(s)", len(report.enqueued))
+            # A pass that plans a schedule's next slot is routine (DEBUG); one that also skipped
+            # slots (coalesced after a restart, misfires) is worth a line at INFO.
+            level = logging.INFO if report.skipped else logging.DEBUG
+            logger.log(level, "planned %d occurrence(s)", len(report.enqueued))
         notify(self._observer, "planned", report.enqueued, len(report.skipped), report.now)
         if report.next_due_at is None:
             return longest

@@ -2,7 +2,8 @@
 
 These are the :class:`~jobledger.store.Store` protocol's own value types for planning
 (``due_schedules``, ``record_plans``, ``schedule_state``): they live at the bottom so that the
-store, the planner and the face all speak them without depending on each other.
+store, the planner and the face all speak them without depending on each other. Instants are
+epoch milliseconds, each with a datetime twin (see :mod:`~jobledger.models.times`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Final, Literal
 
 from ..contract import MAX_ENQUEUE_BATCH
 from .records import Job, Occurrence
+from .times import UtcTime, UtcTimeOrNone
 
 __all__ = [
     "DEFAULT_DUE_LIMIT",
@@ -68,6 +70,10 @@ class SkippedSlots:
             "recordedAt": self.recorded_at,
         }
 
+    scheduled_time = UtcTime("scheduled_for")
+    last_time = UtcTime("last")
+    recorded_time = UtcTimeOrNone("recorded_at")
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleState:
@@ -92,6 +98,11 @@ class ScheduleState:
     def job_id(self) -> str:
         return self.job.id
 
+    planned_through_time = UtcTime("planned_through")
+    next_due_time = UtcTimeOrNone("next_due_at")
+    last_slot_time = UtcTimeOrNone("last_slot")
+    updated_time = UtcTime("updated_at")
+
 
 @dataclass(frozen=True, slots=True)
 class DueSchedules:
@@ -106,6 +117,9 @@ class DueSchedules:
     schedules: tuple[ScheduleState, ...]
     next_due_at: int | None
 
+    now_time = UtcTime("now")
+    next_due_time = UtcTimeOrNone("next_due_at")
+
 
 @dataclass(frozen=True, slots=True)
 class SlotFiring:
@@ -114,6 +128,9 @@ class SlotFiring:
     scheduled_for: int
     trigger_key: str
     available_at: int
+
+    scheduled_time = UtcTime("scheduled_for")
+    available_time = UtcTime("available_at")
 
 
 @dataclass(frozen=True, slots=True)

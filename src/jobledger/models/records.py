@@ -2,6 +2,8 @@
 
 Attribute names are snake_case; the JSON values they hold (payload, authority, trigger, errors,
 results, event data) keep the reference's camelCase field names so databases stay compatible.
+Instants are epoch milliseconds; each has a datetime twin (``scheduled_for`` →
+``scheduled_time``: see :mod:`~jobledger.models.times`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..contract import (
     normalize_queue_name,
 )
 from ..errors import InvalidArgument
+from .times import UtcTime, UtcTimeOrNone
 
 __all__ = [
     "UNSET",
@@ -135,6 +138,9 @@ class Job:
             name: value for name, value in wanted.items() if normalized[name](value) != stored[name]
         }
 
+    created_time = UtcTime("created_at")
+    updated_time = UtcTime("updated_at")
+
 
 @dataclass(frozen=True, slots=True)
 class Occurrence:
@@ -188,6 +194,13 @@ class Occurrence:
         """Settled for good: succeeded, dead-lettered (until an operator requeues it) or
         cancelled."""
         return self.status in TERMINAL_STATUSES
+
+    scheduled_time = UtcTime("scheduled_for")
+    available_time = UtcTime("available_at")
+    lease_expires_time = UtcTimeOrNone("lease_expires_at")
+    created_time = UtcTime("created_at")
+    updated_time = UtcTime("updated_at")
+    settled_time = UtcTimeOrNone("settled_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +328,8 @@ class Event:
     fence: int | None
     data: dict[str, Any]
 
+    occurred_time = UtcTime("occurred_at")
+
 
 @dataclass(frozen=True, slots=True)
 class MigrationRecord:
@@ -322,6 +337,8 @@ class MigrationRecord:
     name: str
     checksum: str
     applied_at: int
+
+    applied_time = UtcTime("applied_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +387,8 @@ class DueItem:
     queue: str = DEFAULT_QUEUE
     priority: int = 0
 
+    due_time = UtcTime("due_at")
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseHolder:
@@ -379,6 +398,9 @@ class LeaseHolder:
     leases: int
     earliest_expiry: int
     latest_expiry: int
+
+    earliest_expiry_time = UtcTime("earliest_expiry")
+    latest_expiry_time = UtcTime("latest_expiry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +412,8 @@ class ThroughputBucket:
     succeeded: int
     retried: int
     dead_lettered: int
+
+    minute_time = UtcTime("minute")
 
 
 # A worker not seen for this long counts as stale on the dashboard and in metrics (six of its
@@ -409,6 +433,10 @@ class WorkerRecord:
     stopped_at: int | None
     info: dict[str, Any]
 
+    started_time = UtcTime("started_at")
+    last_seen_time = UtcTime("last_seen_at")
+    stopped_time = UtcTimeOrNone("stopped_at")
+
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
@@ -421,6 +449,8 @@ class AuditRecord:
     subject: str | None
     data: dict[str, Any]
 
+    occurred_time = UtcTime("occurred_at")
+
 
 @dataclass(frozen=True, slots=True)
 class PruneReport:
@@ -432,6 +462,8 @@ class PruneReport:
     requeues: int
     batches: int
     by_status: dict[str, int] = field(default_factory=dict)
+
+    before_time = UtcTime("before")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,12 @@ decision wins and the others change nothing; and even the enqueue itself is idem
 an occurrence's identity is (job, revision, slot, ``"<type>:<slot>"``). No locks are held while
 deciding, so a crashed planner leaves nothing behind.
 
-Semantics (SPEC §6): slots strictly after ``planned_through`` are due up to now; a slot is
-*missed* when seen more than ``misfire_grace`` after its instant. Missed slots follow the job's
-:class:`~jobledger.schedules.MisfirePolicy`; a backlog is never walked slot by slot (the planner
-uses ``latest_at_or_before`` and ``count_between``), so months of an every-second cron plan in
-milliseconds.
+Semantics (SPEC §6): slots strictly after ``planned_through`` are due up to now. Under
+``coalesce`` (the default) the due slots of a pass become one occurrence, for the latest, however
+late they are. Otherwise a slot is *missed* when seen more than ``misfire_grace`` after its
+instant, and missed slots follow the job's :class:`~jobledger.schedules.MisfirePolicy`. A
+backlog is never walked slot by slot (the planner uses ``latest_at_or_before`` and
+``count_between``), so months of an every-second cron plan in milliseconds.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..models import (
     SkipReason,
     SlotFiring,
 )
+from ..models.times import UtcTime, UtcTimeOrNone
 from ..schedules.policy import MisfirePolicy, jitter_offset_ms
 from ..schedules.triggers import Every, Once, Trigger, parse_schedule, trigger_key
 from ..store.base import Store
@@ -78,6 +80,7 @@ class PlanReport:
     after it was read (another planner was first, or the job was edited). ``unreadable``: jobs
     whose stored schedule this jobledger cannot evaluate (e.g. written by a newer version);
     they are looked at again an hour later. ``now``: the instant planned up to.
+    ``next_due_time`` and ``now_time`` are those instants as aware UTC datetimes.
     """
 
     enqueued: list[Occurrence] = field(default_factory=list)
@@ -87,6 +90,10 @@ class PlanReport:
     lost_races: int = 0
     unreadable: list[str] = field(default_factory=list)
     now: int = 0
+
+    # The instants as aware UTC datetimes (models/times.py).
+    next_due_time = UtcTimeOrNone("next_due_at")
+    now_time = UtcTime("now")
 
 
 # -- deciding (pure) --------------------------------------------------------------------------
@@ -222,17 +229,26 @@ def _plan_periodic(
             next_due_at=trigger.next_after(now),
             last_slot=state.last_slot,
         )
-    # Missed: first seen more than the grace after its instant (exactly the grace is not).
-    boundary = now - policy.misfire_grace_ms - 1
-    missed_last = trigger.latest_at_or_before(boundary, after) if boundary > after else None
     skipped: tuple[SkippedSlots, ...] = ()
-    if missed_last is None:
-        slots = trigger.slots_between(after, now, MAX_FIRES_PER_PASS + 1)
-    elif policy.misfire == "coalesce":
+    if policy.misfire == "coalesce":
+        # Every due slot of this pass, missed or within the grace, collapses into the latest:
+        # a worker back after a minute runs an every-5-seconds job once, not twelve times.
         before = trigger.latest_at_or_before(latest - 1, after)
         if before is not None:
             skipped = (_run(state, trigger, after, before, "coalesced"),)
-        slots = [latest]
+        return _plan(
+            state,
+            planned_through=now,
+            next_due_at=trigger.next_after(now),
+            last_slot=latest,
+            fire=_firings(state, trigger, policy, [latest]),
+            skipped=skipped,
+        )
+    # Missed: first seen more than the grace after its instant (exactly the grace is not).
+    boundary = now - policy.misfire_grace_ms - 1
+    missed_last = trigger.latest_at_or_before(boundary, after) if boundary > after else None
+    if missed_last is None:
+        slots = trigger.slots_between(after, now, MAX_FIRES_PER_PASS + 1)
     elif policy.misfire == "skip":
         skipped = (_run(state, trigger, after, missed_last, "misfire"),)
         slots = trigger.slots_between(missed_last, now, MAX_FIRES_PER_PASS + 1)

@@ -252,6 +252,20 @@ class Store(Protocol):
         """The occurrence, or ``None``."""
         ...
 
+    def resolve_occurrence_id(self, prefix: str) -> str:
+        """The full id of the one occurrence whose id starts with ``prefix`` (as ``git`` takes
+        a unique start of a commit hash).
+
+        ``prefix`` is ``occ_`` and at least 8 of the id's hex digits, or the hex digits alone
+        (``occ_`` may be left out; case and surrounding spaces are ignored); a whole id is its
+        own prefix. Anything else raises ``SCHEDULER_INVALID_ARGUMENT``. No such occurrence:
+        ``SCHEDULER_NOT_FOUND``. More than one: ``SCHEDULER_AMBIGUOUS_ID`` (an
+        ``InvalidArgument``) whose message names a few candidates, shortened so each differs,
+        and whose ``details`` hold ``prefix`` and ``candidates`` (up to 5 full ids, in id
+        order). One read: a range scan of the occurrence id index, however many there are.
+        """
+        ...
+
     def list_occurrences(
         self,
         *,

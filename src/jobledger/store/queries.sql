@@ -215,6 +215,13 @@ WHERE k.job_id = :job_id AND k.trigger_key = :trigger_key
 UPDATE jobledger_keys SET occurrence_id = :occurrence_id
 WHERE job_id = :job_id AND trigger_key = :trigger_key
 
+-- An id prefix as a range of the primary key: [prefix, prefix with its last hex digit + 1).
+-- name: occurrence_ids_by_prefix
+SELECT occurrence_id FROM occurrences
+WHERE occurrence_id >= :low AND occurrence_id < :high
+ORDER BY occurrence_id
+LIMIT :limit
+
 -- name: list_occurrences_by_trigger
 SELECT * FROM occurrences
 WHERE job_id = :job_id AND trigger_key = :trigger_key

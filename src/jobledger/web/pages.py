@@ -3,11 +3,17 @@
 Each handler checks who may read (:meth:`Dashboard.page`), validates its query parameters
 (a bad one is a 400 page that says which), reads through the store off the event loop, and
 renders a template. Filters and paging live in the query string, so every view has a URL.
+
+An occurrence is named in a URL by its id or by a unique start of it (``/occurrences/b858a7b1``,
+or ``/occurrences?id=…`` from the page's "open" box): the page redirects to the whole id's URL
+(``Store.resolve_occurrence_id``); a start shared by several is a 400 page naming a few.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,14 +21,17 @@ from starlette.responses import Response
 from ..contract import LIVE_STATUSES, normalize_identifier
 from ..errors import InvalidArgument
 from ..models import Occurrence
+from ..store.base import Store
 from . import formatting, views
-from .core import Dashboard, HTTPProblem, json_response
+from .core import Dashboard, HTTPProblem, Redirect, json_response
 
 __all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview"]
 
 JOBS_PER_PAGE = 50
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+# A whole occurrence id as the store writes it: its page needs no lookup first.
+_WHOLE_ID = re.compile(r"occ_[0-9a-f]{64}")
 
 
 def _bad(message: str) -> HTTPProblem:
@@ -109,8 +118,32 @@ async def job(dash: Dashboard, request: Request) -> Response:
     )
 
 
+def _occurrence_url(dash: Dashboard, request: Request, occurrence_id: str, **query: Any) -> str:
+    return dash.url(request, "/occurrences/" + quote(occurrence_id, safe=""), **query)
+
+
+def _resolve(store: Store, name: str) -> str:
+    """The id ``name`` (an id or a unique start of one) names; a name that cannot be one is
+    "no such occurrence" (a URL that leads nowhere), an ambiguous one a 400 naming a few."""
+    try:
+        return store.resolve_occurrence_id(name)
+    except InvalidArgument as exc:
+        if exc.code == "SCHEDULER_AMBIGUOUS_ID":
+            raise HTTPProblem(400, "More than one occurrence", exc.message) from exc
+        raise HTTPProblem(
+            404,
+            "Not found",
+            f"There is no occurrence {name!r}: give its id or a unique start of it (at least 8 "
+            "hex digits).",
+        ) from exc
+
+
 async def occurrences(dash: Dashboard, request: Request) -> Response:
     page = dash.page(request)
+    wanted = (request.query_params.get("id") or "").strip()
+    if wanted:  # the "open an occurrence" box
+        found = await dash.call(_resolve, dash.store, wanted)
+        raise Redirect(_occurrence_url(dash, request, found))
     status = request.query_params.get("status") or None
     if status is not None and status not in views.STATUSES:
         raise _bad(f"status must be one of: {', '.join(views.STATUSES)}.")
@@ -152,12 +185,11 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
 
 async def occurrence(dash: Dashboard, request: Request) -> Response:
     page = dash.page(request)
-    occurrence_id = request.path_params["occurrence_id"]
-    try:
-        key = normalize_identifier(occurrence_id, "occurrence id")
-    except InvalidArgument as exc:
-        raise HTTPProblem(404, "Not found", f"There is no occurrence {occurrence_id!r}.") from exc
+    key = request.path_params["occurrence_id"]
     before = _event_id(request, "before")
+    if not _WHOLE_ID.fullmatch(key):  # a start of an id: to the whole id's page
+        found = await dash.call(_resolve, dash.store, key)
+        raise Redirect(_occurrence_url(dash, request, found, before=before))
 
     def read() -> tuple[int, views.OccurrencePageView]:
         return dash.store.now(), views.occurrence_page(dash.store, key, before)

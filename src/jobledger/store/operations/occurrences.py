@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -264,6 +265,28 @@ class OccurrenceOperations(OperationsBase):
 
         return self._read(body)
 
+    def resolve_occurrence_id(self, prefix: str) -> str:
+        self._assert_open()
+        low = occurrence_id_prefix(prefix)
+        # The ids starting with ``low`` are exactly those in [low, high): ids are lowercase hex
+        # after ``occ_``, and the next hex digit (9 -> a, f -> g) sorts after every hex digit
+        # in byte order and in a linguistic collation alike, so a PostgreSQL database with a
+        # non-C collation scans its own index the same way.
+        high = low[:-1] + _NEXT_HEX[low[-1]]
+        params = {"low": low, "high": high, "limit": AMBIGUOUS_SHOWN + 1}
+        found = self._read(lambda tx: tx.all("occurrence_ids_by_prefix", params))
+        ids = [str(row["occurrence_id"]) for row in found]
+        if len(ids) == 1:
+            return ids[0]
+        if not ids:
+            raise NotFound(
+                f"Scheduler occurrence does not exist: {low}"
+                if len(low) == _FULL_ID_LENGTH
+                else f"No scheduler occurrence id starts with {low}",
+                details={"occurrenceId": low},
+            )
+        raise ambiguous_prefix(low, ids)
+
     def list_occurrences_by_trigger(
         self, *, job_id: str, trigger_key: str, limit: int = 2
     ) -> list[Occurrence]:
@@ -511,6 +534,52 @@ def new_occurrence(firing: Firing, now: int) -> Occurrence:
         partition=request.partition,
         on_lost_lease="adjudicate" if meta.on_lost_lease == "adjudicate" else "retry",
     )
+
+
+AMBIGUOUS_SHOWN = 5
+MIN_PREFIX_DIGITS = 8
+_FULL_ID_LENGTH = len("occ_") + 64  # occ_ and a SHA-256 in hex (contract.occurrence_identity)
+_OCCURRENCE_PREFIX = re.compile(rf"(?:occ_)?([0-9a-f]{{{MIN_PREFIX_DIGITS},64}})")
+_HEX_THEN_G = "0123456789abcdefg"
+_NEXT_HEX = {digit: _HEX_THEN_G[index + 1] for index, digit in enumerate(_HEX_THEN_G[:-1])}
+
+
+def occurrence_id_prefix(value: object) -> str:
+    """``occ_<hex>`` from an occurrence id or its start (``occ_`` optional, ≥ 8 hex digits)."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    found = None if text is None else _OCCURRENCE_PREFIX.fullmatch(text)
+    if found is None:
+        shown = value if not isinstance(value, str) or len(value) <= 72 else value[:69] + "..."
+        raise InvalidArgument(
+            f"not an occurrence id or the start of one: {shown!r} (give occ_ and at least "
+            f"{MIN_PREFIX_DIGITS} hex digits of it; occ_ may be left out)",
+            details={"field": "occurrenceId"},
+        )
+    return "occ_" + found[1]
+
+
+def ambiguous_prefix(prefix: str, ids: list[str]) -> InvalidArgument:
+    """``SCHEDULER_AMBIGUOUS_ID`` naming a few of ``ids`` (sorted), each cut just long enough
+    to tell it from its neighbours."""
+    shown = ids[:AMBIGUOUS_SHOWN]
+    common = max(_common_length(first, second) for first, second in itertools.pairwise(shown))
+    width = max(len("occ_") + 12, common + 1)
+    names = ", ".join(f"{key[:width]}…" for key in shown)
+    more = "more than " if len(ids) > AMBIGUOUS_SHOWN else ""
+    return InvalidArgument(
+        f"{prefix} is the start of {more}{len(shown)} occurrence ids ({names}); give more of it",
+        code="SCHEDULER_AMBIGUOUS_ID",
+        details={"prefix": prefix, "candidates": shown},
+    )
+
+
+def _common_length(first: str, second: str) -> int:
+    length = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        length += 1
+    return length
 
 
 def _event_id(value: object, field: str) -> int:
