@@ -89,8 +89,10 @@ def test_constants_match_the_reference():
     assert MAX_JSON_DEPTH == 64
     assert MAX_LEASE_MS == 86_400_000
     assert MAX_SAFE_INTEGER == 2**53 - 1
-    # The reference's five statuses, plus jobledger's operator cancellation (terminal, schema v3).
+    # The reference's five statuses, plus jobledger's operator cancellation (terminal, schema v3)
+    # and a child waiting for its parents (schema v4, SPEC §10).
     assert OCCURRENCE_STATUSES == (
+        "blocked",
         "queued",
         "running",
         "retry_wait",

@@ -43,7 +43,7 @@ from ...models import (
 from .. import common, inputs, rows
 from ..tx import Row, Tx
 from .base import JobMeta, OperationsBase
-from .occurrences import firing_of, insert_firings
+from .firings import firing_of, insert_firings
 
 __all__ = ["ScheduleOperations"]
 

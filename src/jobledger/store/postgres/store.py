@@ -33,7 +33,7 @@ from .. import common, inputs
 from ..base import OwnerLockHandle
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
-from ..operations.occurrences import (
+from ..operations.firings import (
     enqueued_event_data,
     firing_of,
     insert_params,
