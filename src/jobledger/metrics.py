@@ -358,7 +358,6 @@ class StoreCollector(Collector):
         build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
 
 
-
 def _store_type(store: Store) -> str:
     name = type(store).__name__.lower()
     if "postgres" in name:

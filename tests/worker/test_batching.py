@@ -293,7 +293,7 @@ class Feed:
             on_error=self.errors.append,
         )
 
-    def _claim(self, limit: int) -> list[jobledger.Occurrence]:
+    def _claim(self, limit: int, free: int) -> list[jobledger.Occurrence]:
         self.limits.append(limit)
         if self.fail_first:
             self.fail_first = False
@@ -571,7 +571,7 @@ def test_run_claimed_runs_a_batch_claim_to_completion(store, clock, make_runtime
 def _adaptive_feed(*, capacity: int, slots: int, window_s: float) -> ClaimAhead:
     """A feeder that is never started: only its sizing is under test."""
     return ClaimAhead(
-        lambda limit: [],
+        lambda limit, free: [],
         capacity=capacity,
         slots=slots,
         window_s=window_s,

@@ -18,6 +18,7 @@ EVERY_FIELD: dict[str, Any] = {
     "concurrency": 3,
     "prefetch": 5,
     "kinds": frozenset({"echo", "other"}),
+    "queues": frozenset({"emails", "reports"}),
     "workspace_id": "w1",
     "lease": timedelta(seconds=30),
     "renew_interval": timedelta(seconds=5),

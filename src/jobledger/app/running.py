@@ -102,9 +102,7 @@ class RunningMethods(AppBase):
             heartbeat=heartbeat,
             observer=observer,
         )
-        return Worker(
-            runtime, resolved.with_changes(owner_id=runtime.owner_id), services=services
-        )
+        return Worker(runtime, resolved.with_changes(owner_id=runtime.owner_id), services=services)
 
     def run_worker(
         self,

@@ -335,6 +335,7 @@ def run_prune(ctx: Context, args: argparse.Namespace) -> int:
         "batches": batches,
         "byStatus": {status: by_status[status] for status in statuses},
     }
+
     def text() -> str:
         if not batches:  # nothing was deleted, so the audit log has nothing new either
             return (

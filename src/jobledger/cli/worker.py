@@ -52,6 +52,7 @@ _HELP: Final = {
     "max(256, 4 × concurrency))",
     "kinds": "job kinds to claim: comma-separated or repeated (default: every kind the app "
     "handles)",
+    "queues": "queues to claim from: comma-separated or repeated (default: every queue)",
     "workspace_id": "only claim jobs whose authority names this workspace",
     "lease": "how long a claim is leased, 1s..24h (default: 60s)",
     "renew_interval": "how often every held lease is renewed (default: a third of the lease)",
@@ -127,7 +128,8 @@ def _add_option_flags(parser: argparse.ArgumentParser) -> None:
         elif base == {str}:
             group.add_argument(flag, dest=dest, metavar=_metavar(item.name), help=text)
         elif base == {frozenset[str]}:
-            group.add_argument(flag, dest=dest, metavar="KIND[,KIND]", action="append", help=text)
+            metavar = "QUEUE[,QUEUE]" if item.name == "queues" else "KIND[,KIND]"
+            group.add_argument(flag, dest=dest, metavar=metavar, action="append", help=text)
         else:  # a new field of a new type: fail loudly when the parser is built (and in tests)
             raise TypeError(f"no command-line flag for WorkerOptions.{item.name}: {annotation}")
 
@@ -139,9 +141,9 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
         value = getattr(args, _DEST_PREFIX + item.name, None)
         if value is None:
             continue
-        if item.name == "kinds":
+        if item.name in ("kinds", "queues"):
             value = frozenset(
-                kind.strip() for chunk in value for kind in chunk.split(",") if kind.strip()
+                name.strip() for chunk in value for name in chunk.split(",") if name.strip()
             )
         given[item.name] = value
     return WorkerOptions().with_changes(**given)
@@ -481,7 +483,8 @@ def run_worker(ctx: Context, args: argparse.Namespace) -> int:
             kinds = sorted(options.kinds or app.kinds)
             ctx.note(
                 f"worker for {args.app} on {shown}: kinds {', '.join(kinds) or '(none)'}; "
-                f"concurrency {options.concurrency}; planner {'on' if options.planner else 'off'}"
+                + (f"queues {', '.join(sorted(options.queues))}; " if options.queues else "")
+                + f"concurrency {options.concurrency}; planner {'on' if options.planner else 'off'}"
                 + ("; until idle" if args.until_idle else "; Ctrl-C to stop")
             )
             if args.until_idle:

@@ -68,6 +68,7 @@ SHUTDOWN_REASON = "worker_shutdown"
 _NOT_CANCELLED = threading.Event()
 TIMEOUT_CODE = "SCHEDULER_RUNTIME_TIMEOUT"
 
+
 @dataclass(frozen=True, slots=True)
 class AttemptSettings:
     """What every attempt of one runtime shares."""

@@ -38,7 +38,14 @@ from ..models import Occurrence, Settlement
 from ..store.base import Store
 from .commit import Done
 
-__all__ = ["ClaimAhead", "Claimed", "Settler", "committed_settlement"]
+__all__ = [
+    "NO_QUEUE_LIMITS",
+    "ClaimAhead",
+    "Claimed",
+    "QueueStates",
+    "Settler",
+    "committed_settlement",
+]
 
 logger = logging.getLogger("jobledger.worker")
 
@@ -228,6 +235,19 @@ class Settler:
         return left == 0 and not abandoned
 
 
+@dataclass(frozen=True, slots=True)
+class QueueStates:
+    """Which queues have limits (claimed only for free slots) and which are paused (buffered
+    claims given back); ``unknown``: they could not be read (claim nothing limited)."""
+
+    limited: frozenset[str]
+    paused: frozenset[str]
+    unknown: bool = False
+
+
+NO_QUEUE_LIMITS = QueueStates(frozenset(), frozenset())
+
+
 @dataclass(slots=True)
 class Claimed:
     """A claim waiting in the buffer (a lease holder for the keeper until a slot takes it)."""
@@ -235,6 +255,7 @@ class Claimed:
     occurrence: Occurrence
     claimed_at: float  # monotonic seconds when the claim committed (or was last renewed)
     lost: LeaseLost | None = None
+    limited: bool = False  # from a queue with limits: claimed for a free slot, taken first
     monotonic: Monotonic = field(default=monotonic_clock, repr=False)
 
     @property
@@ -252,9 +273,13 @@ class Claimed:
 class ClaimAhead:
     """Keeps up to ``capacity`` claims in hand — running or buffered — with batched claims.
 
-    ``claim(limit)`` is the store call (``claim_batch`` with the worker's owner, lease and kinds
-    bound). Slots call :meth:`take` (a buffered claim, or ``None`` when stopping) and
-    :meth:`done` when an attempt no longer needs its slot. ``track``/``untrack`` register the
+    ``claim(limit, free)`` is the store call (``claim_batch`` with the worker's owner, lease,
+    kinds and queues bound; ``free``: how many slots could start a claim now, the most it may take
+    from queues with limits — from those a claim is a start, never a prefetch, SPEC §7).
+    ``queue_states()`` says which queues have limits and which are paused (read at most once per
+    claim); buffered claims of a queue paused since are given back at the next poll. Slots
+    call :meth:`take` (a buffered claim, or ``None`` when stopping) and :meth:`done` when an
+    attempt no longer needs its slot. ``track``/``untrack`` register the
     buffered claims with the lease keeper. The feeder thread claims as soon as there is room,
     and waits for the work signal (or the poll interval) when the queue came back short.
 
@@ -266,7 +291,7 @@ class ClaimAhead:
 
     def __init__(
         self,
-        claim: Callable[[int], list[Occurrence]],
+        claim: Callable[[int, int], list[Occurrence]],
         *,
         capacity: int,
         slots: int | None = None,
@@ -278,9 +303,13 @@ class ClaimAhead:
         on_error: Callable[[BaseException], None],
         wake: Callable[[], None] = lambda: None,
         give_back: Callable[[list[Occurrence]], None] = lambda claims: None,
+        give_back_paused: Callable[[list[Occurrence]], None] = lambda claims: None,
+        queue_states: Callable[[], QueueStates] = lambda: NO_QUEUE_LIMITS,
         monotonic: Monotonic = monotonic_clock,
     ) -> None:
         self._claim = claim
+        self._give_back_paused = give_back_paused
+        self._queue_states = queue_states
         self._monotonic = monotonic
         self._capacity = capacity
         # Adaptive prefetch (``window_s`` given): hold only as many claims ahead of the ``slots``
@@ -316,7 +345,7 @@ class ClaimAhead:
                 if stop.is_set() or self._stop.is_set():
                     return None
                 while self._ready:
-                    claimed = self._ready.popleft()
+                    claimed = self._next_ready()
                     if claimed.lost is not None:
                         self._untrack(claimed)
                         continue  # another owner has it now
@@ -325,6 +354,15 @@ class ClaimAhead:
                     self._changed.notify_all()
                     return claimed
                 self._changed.wait(0.5)
+
+    def _next_ready(self) -> Claimed:
+        """The next buffered claim: one of a limited queue first (it was claimed for a slot that
+        is free now), else the oldest (the caller holds the lock)."""
+        for index, entry in enumerate(self._ready):
+            if entry.limited:
+                del self._ready[index]
+                return entry
+        return self._ready.popleft()
 
     def done(self, duration_s: float | None = None, *, stuck: bool = False) -> None:
         """A slot's attempt is over (its handler took ``duration_s``): there is room to claim
@@ -383,20 +421,44 @@ class ClaimAhead:
                 if self._stop.is_set():
                     return
                 stranded = self._take_stranded()
-                want = min(self._room(), MAX_BATCH_SIZE)
             if stranded:
                 self._give_back(stranded)
                 continue
+            try:
+                states = self._queue_states()
+            except Exception as exc:  # no queue states this round: claim from unlimited only
+                self._on_error(exc)
+                states = QueueStates(frozenset(), frozenset(), unknown=True)
+            with self._changed:
+                paused = self._take_paused(states.paused)
+                want = min(self._room(), MAX_BATCH_SIZE)
+                free = max(
+                    0,
+                    self._slots
+                    - self._stuck
+                    - self._busy
+                    - sum(1 for entry in self._ready if entry.limited),
+                )
+            if paused:
+                self._give_back_paused(paused)
             seen = self._generation()
             try:
-                claimed = self._claim(want)
+                claimed = self._claim(want, 0 if states.unknown else free)
             except Exception as exc:
                 self._on_error(exc)
                 self._wait_for_work(seen, self._stop)
                 continue
             self.claims += 1
             now = self._monotonic()
-            entries = [Claimed(item, now, monotonic=self._monotonic) for item in claimed]
+            entries = [
+                Claimed(
+                    item,
+                    now,
+                    monotonic=self._monotonic,
+                    limited=item.queue in states.limited,
+                )
+                for item in claimed
+            ]
             for entry in entries:
                 self._track(entry)
             with self._changed:
@@ -405,6 +467,17 @@ class ClaimAhead:
             if len(claimed) < want:
                 # The queue is drained for now: wait for an enqueue (or the poll interval).
                 self._wait_for_work(seen, self._stop)
+
+    def _take_paused(self, paused: frozenset[str]) -> list[Occurrence]:
+        """Take the buffered claims of paused queues out (the caller holds the lock)."""
+        if not paused or not self._ready:
+            return []
+        keep = deque(entry for entry in self._ready if entry.occurrence.queue not in paused)
+        taken = [entry for entry in self._ready if entry.occurrence.queue in paused]
+        self._ready = keep
+        for entry in taken:
+            self._untrack(entry)
+        return [entry.occurrence for entry in taken if entry.lost is None]
 
     def _take_stranded(self) -> list[Occurrence]:
         """Empty the buffer if no slot can start its claims (the caller holds the lock)."""

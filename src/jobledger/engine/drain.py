@@ -35,7 +35,7 @@ from typing import Literal
 
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument, SchedulerError
-from ..models import Occurrence, RunResult
+from ..models import DueItem, Occurrence, RunResult
 from ..store.base import Store
 from .worker import Worker, WorkerSummary
 
@@ -93,10 +93,15 @@ class Backlog:
 
 
 def read_backlog(
-    store: Store, kinds: Collection[str], *, now: int, limit: int = MAX_BACKLOG_SCAN
+    store: Store,
+    kinds: Collection[str],
+    *,
+    now: int,
+    limit: int = MAX_BACKLOG_SCAN,
+    queues: Collection[str] | None = None,
 ) -> Backlog:
-    """How many occurrences of ``kinds`` wait, and the first due after ``now`` (see the module
-    docstring for the cost)."""
+    """How many occurrences of ``kinds`` wait, and the first due after ``now`` in ``queues``
+    (default: any queue; see the module docstring for the cost)."""
     rows = [row for row in store.count_occurrences() if row.kind in kinds]
     counts = {(row.kind, row.status): row.count for row in rows if row.status in WAITING}
     running = sum(row.count for row in rows if row.status == "running")
@@ -113,6 +118,8 @@ def read_backlog(
             )
             scanned += len(page.items)
             for occurrence in page.items:
+                if queues is not None and occurrence.queue not in queues:
+                    continue
                 if occurrence.available_at > now and (
                     best is None
                     or (occurrence.available_at, occurrence.id) < (best.available_at, best.id)
@@ -212,10 +219,23 @@ class Drain:
     def _backlog(self) -> Backlog | None:
         store = self.worker.runtime.store
         try:
-            return read_backlog(store, self.worker.kinds, now=store.now())
+            return read_backlog(
+                store, self.worker.kinds, now=store.now(), queues=self.worker.options.queues
+            )
         except SchedulerError as exc:
             logger.warning("reading what is left failed: %s", exc)
             return None
+
+    def _takeable(self, store: Store, due: list[DueItem]) -> list[DueItem]:
+        """The due lanes this worker claims from: its queues, and not paused (work in a paused
+        queue waits for a resume, not for this drain)."""
+        wanted = self.worker.options.queues
+        paused = {queue.name for queue in store.list_queues() if queue.paused}
+        return [
+            item
+            for item in due
+            if item.queue not in paused and (wanted is None or item.queue in wanted)
+        ]
 
     def _stop(self, outcome: Literal["idle", "stalled"], left: Backlog | None) -> None:
         with self._lock:
@@ -237,7 +257,7 @@ class Drain:
         while not done.wait(pause):
             pause = IDLE_POLL_S
             try:
-                due = store.oldest_due(kinds=worker.kinds)
+                due = self._takeable(store, store.oldest_due(kinds=worker.kinds))
                 held = any(holder.owner_id == owner for holder in store.lease_holders())
             except SchedulerError as exc:
                 logger.warning("checking for due work failed: %s", exc)

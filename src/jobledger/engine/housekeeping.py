@@ -278,4 +278,3 @@ class Housekeeper:
         """The planner thread: plan until ``stop``."""
         while not stop.is_set():
             stop.wait(max(self.plan_once(), 0.001))
-

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from ..contract import MAX_BATCH_SIZE, MAX_LEASE_MS, is_safe_int, normalize_identifier
+from ..contract import (
+    MAX_BATCH_SIZE,
+    MAX_LEASE_MS,
+    is_safe_int,
+    normalize_identifier,
+    normalize_queue_name,
+)
 from ..durations import ms_from_timedelta
 from ..errors import InvalidArgument
 
@@ -95,9 +101,7 @@ class LeaseOptions:
         try:
             return cls(
                 timedelta(milliseconds=lease_ms),  # type: ignore[arg-type]
-                None
-                if renew_interval_ms is None
-                else timedelta(milliseconds=renew_interval_ms),  # type: ignore[arg-type]
+                None if renew_interval_ms is None else timedelta(milliseconds=renew_interval_ms),  # type: ignore[arg-type]
             )
         except InvalidArgument as exc:
             field_name = {"lease": "lease_ms", "renew_interval": "renew_interval_ms"}.get(
@@ -132,6 +136,8 @@ class WorkerOptions:
       their lease: ``docs/reliability.md``), so ``prefetch`` bounds what a crash delays.
     * ``kinds`` — the job kinds to claim (default: every kind the app has a handler for). An
       occurrence of another kind stays queued for a worker that knows it.
+    * ``queues`` — the queues to claim from (default: every queue). Work in other queues stays
+      queued for the workers that serve them; a paused queue is skipped (``docs/queues.md``).
     * ``workspace_id`` — only claim jobs whose authority names this workspace.
     * ``lease`` — how long a claim is leased (1 s – 24 h, default 60 s); ``renew_interval`` — how
       often every held lease is renewed, in one transaction (default: a third of the lease).
@@ -159,6 +165,7 @@ class WorkerOptions:
     concurrency: int = 1
     prefetch: int | None = None
     kinds: frozenset[str] | None = None
+    queues: frozenset[str] | None = None
     workspace_id: str | None = None
     lease: timedelta | None = None
     renew_interval: timedelta | None = None
@@ -200,6 +207,16 @@ class WorkerOptions:
                 self,
                 "kinds",
                 frozenset(normalize_identifier(k, "kinds", max_length=128) for k in self.kinds),
+            )
+        if self.queues is not None:
+            if isinstance(self.queues, str) or not isinstance(self.queues, Collection):
+                raise InvalidArgument(
+                    "queues must be a set of queue names", details={"field": "queues"}
+                )
+            if not self.queues:
+                raise InvalidArgument("queues must not be empty", details={"field": "queues"})
+            object.__setattr__(
+                self, "queues", frozenset(normalize_queue_name(q, "queues") for q in self.queues)
             )
         if self.workspace_id is not None:
             object.__setattr__(

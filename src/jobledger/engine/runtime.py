@@ -62,6 +62,7 @@ _STORE_METHODS = (
     "release_lease",
 )
 
+
 @dataclass(frozen=True, slots=True)
 class RuntimeRunSummary:
     """What a run-until-idle did: why it stopped (``idle``, ``aborted``, ``limit_reached``) and
@@ -310,12 +311,14 @@ class Runtime:
         job_kind: str | None = None,
         kinds: Collection[str] | None = None,
         workspace_id: str | None = None,
+        queues: Collection[str] | None = None,
         cancel_event: threading.Event | None = None,
     ) -> RunResult:
         """Claim the most overdue occurrence this runtime can run and run it.
 
         Without ``job_kind``/``kinds`` it claims only kinds it has handlers for (``idle`` if it
-        has none registered and nothing else is asked).
+        has none registered and nothing else is asked); ``queues`` limits the claim to those
+        queues (default: every queue).
         """
         if cancel_event is not None and cancel_event.is_set():
             return RunResult("aborted")
@@ -328,6 +331,7 @@ class Runtime:
             job_kind=job_kind,
             kinds=wanted if job_kind is None else None,
             workspace_id=workspace_id,
+            queues=queues,
         )
         if claimed is None:
             return RunResult("idle")
@@ -353,9 +357,12 @@ class Runtime:
         job_kind: str | None = None,
         kinds: Collection[str] | None = None,
         workspace_id: str | None = None,
+        queues: Collection[str] | None = None,
+        limited: int | None = None,
     ) -> list[Occurrence]:
         """Claim up to ``limit`` occurrences for this runtime in one transaction (by default only
-        kinds it has handlers for)."""
+        kinds it has handlers for; ``queues`` ``None``: every queue), at most ``limited`` of
+        them from queues with limits (see :meth:`Store.claim_batch`)."""
         wanted = self._claim_kinds(job_kind, kinds)
         claimed = self.store.claim_batch(
             owner_id=self.owner_id,
@@ -364,6 +371,8 @@ class Runtime:
             job_kind=job_kind,
             kinds=wanted if job_kind is None else None,
             workspace_id=workspace_id,
+            queues=queues,
+            limited=limited,
         )
         if claimed:
             notify(self.observer, "claimed", claimed)
@@ -402,6 +411,7 @@ class Runtime:
         job_kind: str | None = None,
         kinds: Collection[str] | None = None,
         workspace_id: str | None = None,
+        queues: Collection[str] | None = None,
         cancel_event: threading.Event | None = None,
     ) -> RuntimeRunSummary:
         """Run occurrences one by one until none is claimable, cancelled, or ``limit`` runs."""
@@ -416,6 +426,7 @@ class Runtime:
                 job_kind=job_kind,
                 kinds=kinds,
                 workspace_id=workspace_id,
+                queues=queues,
                 cancel_event=cancel_event,
             )
             if outcome.status in ("idle", "aborted") and outcome.occurrence is None:

@@ -63,6 +63,7 @@ from .batching import ClaimAhead, Claimed, Settler
 from .housekeeping import Housekeeper
 from .observe import attempt_fields, notify
 from .options import PREFETCH_WINDOW, WorkerOptions
+from .queues import QueueWatch
 from .runtime import Runtime
 
 __all__ = ["Service", "Worker", "WorkerSummary"]
@@ -78,6 +79,8 @@ ABANDON_WAIT_S = 2.0
 FLUSH_WAIT_S = 10.0
 # Why claims bought ahead are given back when every slot is stuck in a handler past its limit.
 STUCK_REASON = "worker_slots_stuck"
+# Why claims bought ahead are given back when their queue was paused while they waited.
+PAUSED_REASON = "queue_paused"
 
 
 class Service(Protocol):
@@ -218,7 +221,11 @@ class Worker:
             raise InvalidArgument("limit must be a positive integer")
         results: list[RunResult] = []
         for _ in range(limit):
-            result = self.runtime.run_next(kinds=self.kinds, workspace_id=self.options.workspace_id)
+            result = self.runtime.run_next(
+                kinds=self.kinds,
+                workspace_id=self.options.workspace_id,
+                queues=self.options.queues,
+            )
             if result.status == "idle":
                 break
             self._record(result)
@@ -277,9 +284,14 @@ class Worker:
         runtime, options = self.runtime, self.options
         store = runtime.store
         settler = Settler(store, monotonic=self._monotonic)
+        queues = None if options.queues is None else sorted(options.queues)
         feed = ClaimAhead(
-            lambda limit: runtime.claim_batch(
-                limit, kinds=self.kinds, workspace_id=options.workspace_id
+            lambda limit, free: runtime.claim_batch(
+                limit,
+                kinds=self.kinds,
+                workspace_id=options.workspace_id,
+                queues=queues,
+                limited=min(limit, free),
             ),
             capacity=options.concurrency + options.effective_prefetch,
             slots=options.concurrency,
@@ -295,6 +307,10 @@ class Worker:
             on_error=lambda exc: logger.error("claiming failed: %s", exc, exc_info=exc),
             wake=store.work_signal.notify,
             give_back=lambda claims: self._release(claims, STUCK_REASON),
+            give_back_paused=lambda claims: self._release(claims, PAUSED_REASON),
+            queue_states=QueueWatch(
+                store, refresh_s=self._poll_timeout(), monotonic=self._monotonic
+            ),
             monotonic=self._monotonic,
         )
         self._feed = feed

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["UNSET", "NoOwnerLock", "Outcome", "OwnerLockHandle", "Store", "Unset"]
 
 
-
 class OwnerLockHandle(Protocol):
     """A lock held for as long as its owner lives (see :meth:`Store.hold_owner_lock`).
 

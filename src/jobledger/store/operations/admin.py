@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ... import contract
@@ -24,6 +24,9 @@ __all__ = ["AdminOperations"]
 
 DEFAULT_PRUNE_BATCH = 500
 MAX_PRUNE_BATCH = 5_000
+# Due waiting rows oldest_due reads (a claim promotes them in batches; more is a backlog the
+# lanes' ready rows already show).
+MAX_DUE_WAITING = 1_000
 
 
 class AdminOperations(OperationsBase):
@@ -219,31 +222,36 @@ class AdminOperations(OperationsBase):
 
     def oldest_due(self, *, kinds: Collection[str] | None = None) -> list[DueItem]:
         """Per (queue, kind) lane with ready work, the occurrence the next claim of that lane
-        takes (its highest priority, then most overdue)."""
+        takes (its highest priority, then most overdue); a lane whose due work has not been
+        promoted yet (the next claim does that) shows its oldest due waiting row."""
         self._assert_open()
         wanted = inputs.normalize_kinds(None, kinds)
 
+        def item(row: Mapping[str, Any]) -> DueItem:
+            return DueItem(
+                kind=row["kind"],
+                occurrence_id=row["occurrence_id"],
+                job_id=row["job_id"],
+                status=row["status"],
+                due_at=int(row["due_at"]),
+                queue=row["queue"],
+                priority=int(row["priority"]),
+            )
+
         def body(tx: Tx) -> list[DueItem]:
             now = tx.now()
-            items: list[DueItem] = []
+            items: dict[tuple[str, str], DueItem] = {}
             for lane in tx.all("ready_lanes"):
                 if wanted is not None and lane["kind"] not in wanted:
                     continue
                 params = {"queue": lane["queue"], "kind": lane["kind"], "now": now}
                 row = tx.one("next_ready", params)
                 if row is not None:
-                    items.append(
-                        DueItem(
-                            kind=lane["kind"],
-                            occurrence_id=row["occurrence_id"],
-                            job_id=row["job_id"],
-                            status=row["status"],
-                            due_at=int(row["due_at"]),
-                            queue=lane["queue"],
-                            priority=int(row["priority"]),
-                        )
-                    )
-            return items
+                    items[(row["queue"], row["kind"])] = item(row)
+            for row in tx.all("due_waiting", {"now": now, "limit": MAX_DUE_WAITING}):
+                if wanted is None or row["kind"] in wanted:
+                    items.setdefault((row["queue"], row["kind"]), item(row))
+            return list(items.values())
 
         return self._read(body)
 

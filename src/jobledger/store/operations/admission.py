@@ -61,9 +61,7 @@ def load_queues(tx: Tx) -> dict[str, Queue]:
 class Gate:
     """Staging, admission and promotion inside one write transaction (module docstring)."""
 
-    def __init__(
-        self, tx: Tx, now: int, queues: Mapping[str, Queue], *, lock: Lock
-    ) -> None:
+    def __init__(self, tx: Tx, now: int, queues: Mapping[str, Queue], *, lock: Lock) -> None:
         self._tx = tx
         self._now = now
         self._queues = queues

@@ -207,8 +207,7 @@ class OperationsBase(ABC):
             parents: tuple[str, ...] = ()
             if row["on_parent_failure"] is not None:
                 parents = tuple(
-                    parent["occurrence_id"]
-                    for parent in tx.all("parents_of", {"seq": row["seq"]})
+                    parent["occurrence_id"] for parent in tx.all("parents_of", {"seq": row["seq"]})
                 )
             built.append(
                 rows.occurrence_from_row(

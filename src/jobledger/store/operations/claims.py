@@ -282,8 +282,7 @@ class ClaimOperations(OperationsBase):
                 lanes = [lane for lane in lanes if lane[0] not in late]
         claim_queues = {queue for queue, _ in lanes} | {row["queue"] for row in reclaimable}
         rooms = {
-            queue: self._room(tx, now, declared.get(queue), queue, owner)
-            for queue in claim_queues
+            queue: self._room(tx, now, declared.get(queue), queue, owner) for queue in claim_queues
         }
         probe = [
             (queue, kind, min(limit, rooms[queue].for_first()))
@@ -374,9 +373,7 @@ class ClaimOperations(OperationsBase):
         jobs: dict[str, Job | None] = {}
         claimed: list[Occurrence] = []
         events: list[dict[str, Any]] = []
-        kept = [
-            (before, by_seq[seq]) for before in picked if (seq := int(before["seq"])) in by_seq
-        ]
+        kept = [(before, by_seq[seq]) for before in picked if (seq := int(before["seq"])) in by_seq]
         occurrences = self._occurrences(tx, [row for _, row in kept])
         for (before, row), plain in zip(kept, occurrences, strict=True):
             job_id = row["job_id"]

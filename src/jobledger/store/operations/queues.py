@@ -37,9 +37,7 @@ def _rate(value: object, field: str) -> Rate | None:
     if value is None:
         return None
     if not isinstance(value, Rate):
-        raise InvalidArgument(
-            f"{field} must be None or a jobledger.Rate", details={"field": field}
-        )
+        raise InvalidArgument(f"{field} must be None or a jobledger.Rate", details={"field": field})
     return value
 
 

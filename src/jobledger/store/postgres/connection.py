@@ -336,8 +336,7 @@ def open_failure(exc: BaseException, url: str) -> SchedulerError | None:
         # the two cannot be told apart from here, so it stays retryable, and says both.
         outage = storage_failure(exc, phase="open", commit_state="not_committed")
         error: SchedulerError = StorageUnavailable(
-            _misconfigured_message(problem, facts)
-            + " (if it is restarting, repeat when it is up)",
+            _misconfigured_message(problem, facts) + " (if it is restarting, repeat when it is up)",
             details={
                 **((outage.details or {}) if outage is not None else {}),
                 "problem": problem,
