@@ -463,6 +463,14 @@ class PostgresSchema:
     def verify(
         self, version: int, *, full: bool, history: Sequence[Mapping[str, Any]] | None = None
     ) -> None:
+        lock = {"key": _lock_key(self._schema)}
+        if full:
+            # The O(size) checks read the rows of the version verified here: no upgrade may
+            # commit in between (v4 drops a column they read). An upgrade holds this lock
+            # exclusively. Taken before the snapshot (a session lock, outside the transaction):
+            # an upgrade that committed while this waited is then seen by the catalog check,
+            # and the flow looks again.
+            self._conn.execute("SELECT pg_advisory_lock_shared(%(key)s)", lock)
         try:
             execute_begin(self._conn, begin_sql(self._schema, read_only=True))
             _verify(self._conn, self._schema, version)
@@ -476,7 +484,9 @@ class PostgresSchema:
                         details={"count": len(bad), "ids": bad[:10]},
                     )
         finally:
-            rollback_quietly(self._conn)
+            # A connection that is not idle after this is closed, and its session's lock with it.
+            if rollback_quietly(self._conn) and full:
+                self._conn.execute("SELECT pg_advisory_unlock_shared(%(key)s)", lock)
 
     def backup(self, version: int) -> Path | None:
         return None
