@@ -422,6 +422,50 @@ def test_a_damaged_or_unknown_schema_is_refused_unchanged(pg_url, admin, damage,
     assert _snapshot(admin) == before
 
 
+V1_DOUBLE_DAMAGE = {
+    # the case, as the reference answers it on SQLite: the catalog before the history
+    "dropped-index-and-tampered-checksum": (
+        "DROP INDEX old.scheduler_occurrences_job; "
+        "UPDATE old.migrations SET checksum = repeat('0', 64)",
+        "SCHEDULER_SCHEMA_CORRUPT",
+        "Scheduler schema catalog does not match v1",
+    ),
+    "added-trigger-and-renamed-migration": (
+        "CREATE FUNCTION old.f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; "
+        "CREATE TRIGGER t BEFORE INSERT ON old.jobs FOR EACH ROW EXECUTE FUNCTION old.f(); "
+        "UPDATE old.migrations SET name = 'renamed'",
+        "SCHEDULER_SCHEMA_CORRUPT",
+        "Scheduler schema catalog does not match v1",
+    ),
+    # ... and the table set before the catalog
+    "extra-table-and-tampered-checksum": (
+        "CREATE TABLE old.extra (x int); UPDATE old.migrations SET checksum = 'x'",
+        "SCHEDULER_SCHEMA_UNKNOWN",
+        "Scheduler schema has unknown or missing tables",
+    ),
+    # the history alone
+    "tampered-checksum": (
+        "UPDATE old.migrations SET checksum = 'x'",
+        "SCHEDULER_SCHEMA_UNKNOWN",
+        "Scheduler migration history is unknown",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(V1_DOUBLE_DAMAGE))
+def test_a_v1_schema_is_checked_catalog_first_as_the_reference_does(pg_url, admin, case):
+    _apply_v1(admin, "old")
+    _old_rows(admin, "old", 1)
+    damage, code, message = V1_DOUBLE_DAMAGE[case]
+    admin.execute(damage)
+    before = _snapshot(admin, "old")
+    for migrate in (True, False):
+        with raises_code(code) as refused:
+            jobledger.open_store(pg_url, schema="old", listen=False, migrate=migrate)
+        assert refused.value.message.startswith(message), refused.value.message
+    assert _snapshot(admin, "old") == before
+
+
 def test_a_foreign_schema_is_never_touched(pg_url, admin):
     admin.execute("CREATE SCHEMA theirs")
     admin.execute("CREATE TABLE theirs.jobs (id int)")
