@@ -91,25 +91,47 @@ def test_migrations_have_the_same_numbers_and_names():
         "0001_scheduler-kernel-v1.sql",
         "0002_jobledger-requeue-v2.sql",
         "0003_jobledger-everyday-v3.sql",
+        "0004_jobledger-queues-v4.sql",
     ]
 
 
 def test_postgres_claims_lock_and_skip_locked_rows():
-    for name in ("claim_candidates", "claim_candidates_in_workspace"):
+    for name in ("ready_probe", "ready_probe_in_workspace"):
         sql = pg_store.QUERIES[name]
         assert "FOR UPDATE OF o SKIP LOCKED" in sql, name
-        assert "unnest(%(kinds)s::text[])" in sql, name  # every kind in one statement
-    assert "FOR UPDATE SKIP LOCKED" in pg_store.QUERIES["select_expired_final_leases"]
-    assert "FOR UPDATE OF o" in pg_store.QUERIES["claim_target_candidate"]
-    assert "RETURNING *" in pg_store.QUERIES["apply_claim"]
+        # every lane asked for in one statement, each with its own room
+        assert "unnest(%(queues)s::text[], %(kinds)s::text[], %(rooms)s::int[])" in sql, name
+        assert "LIMIT lane.room" in sql, name
+    for name in ("expired_leases", "waiting_due", "best_held"):
+        assert "FOR UPDATE SKIP LOCKED" in pg_store.QUERIES[name], name
+    assert "FOR UPDATE OF o" in pg_store.QUERIES["claim_target"]
+    assert "seq = ANY(%(ids)s::bigint[])" in pg_store.QUERIES["apply_claims"]
+    assert "RETURNING *" in pg_store.QUERIES["apply_claims"]
+
+
+# Every claim-path query of the SQLite store names its partial index: with ANALYZE statistics
+# SQLite could otherwise prefer one that walks rows the claim may not take.
+SQLITE_PINNED = {
+    "ready_lanes": "jobledger_occurrences_ready",
+    "ready_lanes_in_workspace": "jobledger_occurrences_ready_workspace",
+    "ready_probe": "jobledger_occurrences_ready",
+    "ready_probe_in_workspace": "jobledger_occurrences_ready_workspace",
+    "next_ready": "jobledger_occurrences_ready",
+    "expired_leases": "jobledger_occurrences_leases",
+    "waiting_due": "jobledger_occurrences_waiting",
+    "best_held": "jobledger_occurrences_held",
+    "held_partitions": "jobledger_occurrences_held",
+}
 
 
 def test_sqlite_claims_pin_their_index():
-    assert "INDEXED BY jobledger_occurrences_ready" in sqlite_store.QUERIES["claim_candidates"]
-    assert (
-        "INDEXED BY jobledger_occurrences_ready_workspace"
-        in sqlite_store.QUERIES["claim_candidates_in_workspace"]
-    )
+    for name, index in SQLITE_PINNED.items():
+        sql = sqlite_store.QUERIES[name]
+        pinned = set(re.findall(r"INDEXED BY (\w+)", sql))
+        assert pinned == {index}, name
+    # apply_claims looks its rows up by rowid (seq), never through a status index
+    by_seq = "WHERE seq IN (SELECT value FROM json_each(:ids))"
+    assert by_seq in sqlite_store.QUERIES["apply_claims"]
 
 
 def _plan(admin, name: str, params: dict[str, Any]) -> str:
@@ -119,9 +141,20 @@ def _plan(admin, name: str, params: dict[str, Any]) -> str:
     return "\n".join(row["QUERY PLAN"] for row in rows)
 
 
-def test_expired_final_leases_use_the_final_lease_index(admin):
-    plan = _plan(admin, "select_expired_final_leases", {"now": 5, "limit": 100})
-    assert "jobledger_occurrences_final_leases" in plan
+@pytest.mark.parametrize(
+    ("name", "params", "index"),
+    [
+        ("expired_leases", {"now": 5, "limit": 100}, "jobledger_occurrences_leases"),
+        ("waiting_due", {"now": 5, "limit": 100}, "jobledger_occurrences_waiting"),
+        (
+            "best_held",
+            {"queue": "q", "partition_key": "p", "limit": 10},
+            "jobledger_occurrences_held",
+        ),
+    ],
+)
+def test_claim_sweeps_use_their_partial_index(admin, name, params, index):
+    assert index in _plan(admin, name, params)
 
 
 def test_dead_letters_use_their_index(admin):

@@ -11,6 +11,7 @@ import pytest
 
 import jobledger
 from jobledger.errors import SchedulerError
+from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.testing import FakeClock
 from tests.sqlite.support import sha256_file
@@ -328,7 +329,7 @@ def test_memory_store_works() -> None:
         _write_something(store)
         claimed = store.claim_next(owner_id="w", lease_ms=1000)
         assert claimed is not None
-        assert store.schema_info().schema_version == 3
+        assert store.schema_info().schema_version == LATEST_VERSION
         assert store.target == ":memory:"
     finally:
         store.close()

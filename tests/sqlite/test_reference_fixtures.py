@@ -1,11 +1,12 @@
 """Databases written by the reference implementation (fixtures/reference-v1) open and keep working.
 
 Every fixture is copied to a private temporary directory first; the shipped files are never
-opened. Good files are upgraded v1 → v3 on open (after a backup) and must then read back exactly
-as the manifest says (each occurrence now also carries its job's kind) and continue exactly as
-the reference continued. Damaged files are refused with the reference's code and left
-byte-for-byte unchanged: they are v1 files, so the full checks (integrity, foreign keys) that
-precede every upgrade run on them, not only the catalog checks of a plain open.
+opened. Good files are upgraded v1 → v4 on open (after a backup) and must then read back exactly
+as the manifest says (each occurrence now also carries its job's kind, the default queue and
+priority) and continue exactly as the reference continued. Damaged files are refused with the
+reference's code and left byte-for-byte unchanged: they are v1 files, so the full checks
+(integrity, foreign keys) that precede every upgrade run on them, not only the catalog checks of
+a plain open — in the reference's order.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import V1_OCCURRENCE_COLUMNS
+from tests.sqlite.handmade import V1_JOB_COLUMNS, key_rows, tamper, v1_occurrences, v4_lanes
 from tests.sqlite.support import (
     APPLICATION_ID,
     FIXTURES,
@@ -49,11 +50,10 @@ DAMAGED = [
     "bad-newer-version",
     "bad-trigger",
 ]
-# The reference's manifests were written by the reference's v1 code, whose newest schema *is*
-# v1. jobledger's newest schema is v3, so a user_version it does not know (99) is compared
-# against v3 and fails at the table-set check first — still SCHEDULER_SCHEMA_UNKNOWN, but with
-# a different message and details than the reference's v1-only code produced.
-DETAILS_DIFFER = {"bad-newer-version"}
+# Every damaged fixture is refused with the reference's code, message and details: jobledger
+# checks the catalog of the version the history claims (v1 here) in the reference's order
+# before it looks at the history, so even a user_version it does not know (99) fails the same
+# identity check, with the same details, as in the reference.
 
 JOB_FIELDS = (
     "id kind trigger payload authority enabled revision maxAttempts createdAt updatedAt".split()
@@ -131,13 +131,13 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     end = manifest["clock"]["end"]
     store = _open(path, FakeClock(end))
     try:
-        # schema: v2 and v3 on top of the reference's v1 row, whose applied_at is preserved
+        # schema: v2, v3 and v4 on top of the reference's v1 row, whose applied_at is preserved
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID
-        assert info.schema_version == MIGRATIONS[-1].version == 3
-        assert info.migration.version == 3
-        assert info.migration.name == "jobledger-everyday-v3"
-        assert info.migration.checksum == MIGRATIONS[2].checksum
+        assert info.schema_version == MIGRATIONS[-1].version == 4
+        assert info.migration.version == 4
+        assert info.migration.name == "jobledger-queues-v4"
+        assert info.migration.checksum == MIGRATIONS[3].checksum
         assert info.migration.applied_at == end
         (expected_v1,) = manifest["schema"]["migrations"]
         v1 = info.migrations[0]
@@ -148,37 +148,46 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
             expected_v1["appliedAt"],
         )
         assert v1.checksum == V1_CHECKSUM
-        assert [m.version for m in info.migrations] == [1, 2, 3]
+        assert [m.version for m in info.migrations] == [1, 2, 3, 4]
 
-        # the upgrade kept every v1 row and event exactly (migrations: plus the v2 and v3
-        # rows; occurrences: plus the three columns v3 copies from the job)
+        # the upgrade kept every v1 row and event exactly (migrations: plus the v2, v3 and v4
+        # rows; jobs: plus v4's columns; occurrences: in the v1 shape again — the idempotency
+        # key derived from the id, the authority from the table that stores it once — plus
+        # what v3 copies from the job and v4's lane)
         raw = store._connection.raw
-        for table in ("jobs", "events"):
-            assert table_rows(raw, table) == v1_rows[table], table
-        occurrences_after = table_rows(raw, "occurrences")
-        assert [row[:V1_OCCURRENCE_COLUMNS] for row in occurrences_after] == v1_rows["occurrences"]
+        assert table_rows(raw, "events") == v1_rows["events"]
+        jobs_after = table_rows(raw, "jobs")
+        assert [row[:V1_JOB_COLUMNS] for row in jobs_after] == v1_rows["jobs"]
+        assert v1_occurrences(raw) == v1_rows["occurrences"]
         jobs_by_id = {job["id"]: job for job in manifest["jobs"]}
-        derived = raw.execute(
-            "SELECT occurrence_id, kind, workspace_id, runnable FROM occurrences"
-        ).fetchall()
-        assert {
-            row["occurrence_id"]: (row["kind"], row["workspace_id"], row["runnable"])
-            for row in derived
-        } == {
+        # A queued or retrying row is waiting (gate 1) when it is due after the upgrade's
+        # wall clock — the fixture's instants are all in 2026-01, long past.
+        assert v4_lanes(raw) == {
             o["id"]: (
                 jobs_by_id[o["jobId"]]["kind"],
                 jobs_by_id[o["jobId"]]["authority"]["workspaceId"],
                 int(jobs_by_id[o["jobId"]]["enabled"]),
+                "default",
+                0,
+                None,
+                0,
+                0,
+                0,
+                0,
             )
             for o in manifest["occurrences"]
         }
+        # the reference's keys are slots, not 'key:' idempotency keys: no key rows
+        assert all(not o["triggerKey"].startswith("key:") for o in manifest["occurrences"])
+        assert key_rows(raw) == {}
         migrations_after = table_rows(raw, "migrations")
         assert migrations_after[:1] == v1_rows["migrations"]
         assert migrations_after[1:] == [
             (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, end),
             (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, end),
+            (4, "jobledger-queues-v4", MIGRATIONS[3].checksum, end),
         ]
-        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
+        assert schema_fingerprint(raw) == MIGRATIONS[3].fingerprint
         assert store.verify().ok
         assert pragma(raw, "journal_mode") == manifest["schema"]["journalMode"]
 
@@ -248,9 +257,9 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     with pytest.raises(SchedulerError) as refused:
         _open(backup_copy, FakeClock(end), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 3}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 4}
 
-    # reopening the upgraded file is a plain open: no second backup, still v3
+    # reopening the upgraded file is a plain open: no second backup, still v4
     again = _open(path, FakeClock(end))
     try:
         assert again.backup_path is None
@@ -393,7 +402,7 @@ def test_good_fixture_without_migrate_is_refused_unchanged(name: str, tmp_path: 
     with pytest.raises(SchedulerError) as refused:
         _open(path, FakeClock(manifest["clock"]["end"]), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 3}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 4}
     assert sha256_file(path) == manifest["sha256"]
     assert path.stat().st_size == manifest["bytes"]
     assert sidecars(path) == []
@@ -413,9 +422,8 @@ def test_damaged_fixture_is_refused_unchanged(name: str, migrate: bool, tmp_path
     with pytest.raises(SchedulerError) as refused:
         _open(path, FakeClock(manifest["clock"]["end"]), migrate=migrate)
     assert refused.value.code == expected["code"]
-    if name not in DETAILS_DIFFER:
-        assert refused.value.message == expected["referenceMessage"]
-        assert refused.value.details == expected["referenceDetails"]
+    assert refused.value.message == expected["referenceMessage"]
+    assert refused.value.details == expected["referenceDetails"]
     assert sha256_file(path) == manifest["sha256"]
     assert path.stat().st_size == manifest["bytes"]
     assert sidecars(path) == expected["sidecarsLeftByReference"] == []
@@ -423,11 +431,81 @@ def test_damaged_fixture_is_refused_unchanged(name: str, migrate: bool, tmp_path
 
 
 def test_newer_version_fixture_reports_an_unknown_schema(tmp_path: Path) -> None:
-    """The one damaged fixture whose details legitimately differ from the reference's."""
+    """user_version 99 on a v1 history: the identity check of the claimed v1 catalog answers,
+    as in the reference (not the history check, which would find v1 and plan an upgrade)."""
     path = copy_fixture("bad-newer-version", tmp_path / "db")
     with pytest.raises(SchedulerError) as refused:
         _open(path, FakeClock())
     assert refused.value.code == "SCHEDULER_SCHEMA_UNKNOWN"
+    assert refused.value.details == {"applicationId": APPLICATION_ID, "userVersion": 99}
     with read_only(path) as conn:
         assert pragma(conn, "user_version") == 99
     conn.close()
+
+
+# The issue's case: the reference verifies the catalog fingerprint before the migration history
+# (SPEC §4), so a v1 file with a dropped index *and* a tampered migration checksum is corrupt,
+# not unknown. Before jobledger restored that order, it answered SCHEDULER_SCHEMA_UNKNOWN.
+DOUBLE_DAMAGE = {
+    # fixture, extra damage, the reference's answer (its order: tables, identity, shapes,
+    # fingerprint, history, indexes)
+    "dropped-index-and-tampered-checksum": (
+        "bad-dropped-index",
+        f"UPDATE migrations SET checksum = '{'0' * 64}';",
+        "SCHEDULER_SCHEMA_CORRUPT",
+        "Scheduler sqlite_master catalog does not match v1",
+    ),
+    "trigger-and-renamed-migration": (
+        "bad-trigger",
+        "UPDATE migrations SET name = 'renamed';",
+        "SCHEDULER_SCHEMA_CORRUPT",
+        "Scheduler sqlite_master catalog does not match v1",
+    ),
+    "extra-table-and-tampered-checksum": (
+        "bad-extra-table",
+        "UPDATE migrations SET checksum = 'x';",
+        "SCHEDULER_SCHEMA_UNKNOWN",
+        "Scheduler database has unknown or missing tables",
+    ),
+    # ... and the history before the foreign keys
+    "broken-foreign-key-and-tampered-checksum": (
+        "lifecycle",
+        "PRAGMA foreign_keys = OFF; "
+        "INSERT INTO events (job_id, event_type, occurred_at, data_json) "
+        "VALUES ('no-such-job', 'job_created', 1, '{}'); "
+        "UPDATE migrations SET checksum = 'x';",
+        "SCHEDULER_SCHEMA_UNKNOWN",
+        "Scheduler migration history is unknown",
+    ),
+    "broken-foreign-key": (
+        "lifecycle",
+        "PRAGMA foreign_keys = OFF; "
+        "INSERT INTO events (job_id, event_type, occurred_at, data_json) "
+        "VALUES ('no-such-job', 'job_created', 1, '{}');",
+        "SCHEDULER_SCHEMA_CORRUPT",
+        "Scheduler database contains broken foreign keys",
+    ),
+    "app-id-and-dropped-index": (
+        "bad-app-id",
+        "DROP INDEX scheduler_occurrences_job;",
+        "SCHEDULER_SCHEMA_UNKNOWN",
+        "Scheduler schema version or application identity is unknown",
+    ),
+}
+
+
+@pytest.mark.parametrize("migrate", [True, False])
+@pytest.mark.parametrize("case", sorted(DOUBLE_DAMAGE))
+def test_the_catalog_is_checked_before_the_history_as_the_reference_does(
+    case: str, migrate: bool, tmp_path: Path
+) -> None:
+    name, damage, code, message = DOUBLE_DAMAGE[case]
+    path = copy_fixture(name, tmp_path / "db")
+    tamper(damage)(path)
+    digest = sha256_file(path)
+    with pytest.raises(SchedulerError) as refused:
+        _open(path, FakeClock(load_manifest(name)["clock"]["end"]), migrate=migrate)
+    assert (refused.value.code, refused.value.message) == (code, message)
+    assert sha256_file(path) == digest
+    assert sidecars(path) == []
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]

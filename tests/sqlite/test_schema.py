@@ -25,7 +25,7 @@ from jobledger.store.sqlite.schema import (
     schema_fingerprint,
 )
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import NOW, fresh_v3, listing, open_at, tamper
+from tests.sqlite.handmade import NOW, fresh_v4, listing, open_at, tamper
 from tests.sqlite.support import (
     APPLICATION_ID,
     V1_CHECKSUM,
@@ -35,34 +35,48 @@ from tests.sqlite.support import (
     sidecars,
 )
 
-V3_TABLES = [
+V4_TABLES = [
     "events",
+    "jobledger_adjudications",
     "jobledger_audit",
+    "jobledger_authorities",
+    "jobledger_dependencies",
+    "jobledger_keys",
+    "jobledger_liveness",
+    "jobledger_queues",
+    "jobledger_rate_windows",
     "jobledger_requeues",
     "jobledger_schedules",
+    "jobledger_store",
     "jobledger_throughput",
     "jobledger_workers",
     "jobs",
     "migrations",
     "occurrences",
 ]
-V3_INDEXES = [
-    "jobledger_occurrences_final_leases",
+V4_INDEXES = [
+    "jobledger_dependencies_child",
+    "jobledger_occurrences_held",
+    "jobledger_occurrences_job",
     "jobledger_occurrences_kind",
+    "jobledger_occurrences_lanes",
+    "jobledger_occurrences_leases",
     "jobledger_occurrences_ready",
     "jobledger_occurrences_ready_workspace",
+    "jobledger_occurrences_running",
     "jobledger_occurrences_status",
+    "jobledger_occurrences_waiting",
+    "jobledger_rate_windows_wake",
     "jobledger_requeues_occurrence",
     "jobledger_schedules_due",
     "scheduler_events_job",
     "scheduler_events_occurrence",
-    "scheduler_occurrences_idempotency",
-    "scheduler_occurrences_job",
 ]
-V3_HISTORY = [
+V4_HISTORY = [
     {"version": 1, "name": "scheduler-kernel-v1", "checksum": V1_CHECKSUM},
     {"version": 2, "name": "jobledger-requeue-v2", "checksum": MIGRATIONS[1].checksum},
     {"version": 3, "name": "jobledger-everyday-v3", "checksum": MIGRATIONS[2].checksum},
+    {"version": 4, "name": "jobledger-queues-v4", "checksum": MIGRATIONS[3].checksum},
 ]
 
 
@@ -92,22 +106,26 @@ def test_fresh_database_schema_info(tmp_path: Path) -> None:
     try:
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID == 1128485707
-        assert info.schema_version == 3
+        assert info.schema_version == 4
         assert [(m.version, m.name, m.checksum, m.applied_at) for m in info.migrations] == [
             (1, "scheduler-kernel-v1", V1_CHECKSUM, NOW + 123),
             (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, NOW + 123),
             (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, NOW + 123),
+            (4, "jobledger-queues-v4", MIGRATIONS[3].checksum, NOW + 123),
         ]
         assert info.migration == info.migrations[-1]
         assert store.backup_path is None
         raw = store._connection.raw
-        assert pragma(raw, "user_version") == 3
+        assert pragma(raw, "user_version") == 4
         assert pragma(raw, "application_id") == APPLICATION_ID
         assert pragma(raw, "journal_mode") == "wal"
         assert pragma(raw, "synchronous") == 2  # FULL
         assert pragma(raw, "foreign_keys") == 1
-        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
+        assert schema_fingerprint(raw) == MIGRATIONS[3].fingerprint
         assert store.verify().ok
+        # the store's identity is made once, with the schema
+        (store_id,) = _plain(raw).execute("SELECT store_id FROM jobledger_store").fetchall()
+        assert len(store_id[0]) == 32
     finally:
         store.close()
 
@@ -131,15 +149,16 @@ def test_migrations_follow_the_ladder_and_the_reference_checksum_rule() -> None:
             (1, "scheduler-kernel-v1"),
             (2, "jobledger-requeue-v2"),
             (3, "jobledger-everyday-v3"),
+            (4, "jobledger-queues-v4"),
         ]
     )
-    assert sqlite_schema.LATEST_VERSION == ladder.LATEST_VERSION == 3
+    assert sqlite_schema.LATEST_VERSION == ladder.LATEST_VERSION == 4
     for migration in MIGRATIONS:
         text = migration.ddl.strip().replace("\r\n", "\n")
         assert migration.checksum == hashlib.sha256(text.encode("utf-8")).hexdigest()
         assert list(migration.tables) == sorted(expected_columns(migration.version))
     assert MIGRATIONS[0].checksum == V1_CHECKSUM
-    assert list(MIGRATIONS[2].tables) == V3_TABLES
+    assert list(MIGRATIONS[3].tables) == V4_TABLES
 
 
 def test_catalog_fingerprint_after_each_migration_is_the_recorded_one() -> None:
@@ -152,10 +171,11 @@ def test_catalog_fingerprint_after_each_migration_is_the_recorded_one() -> None:
             fingerprints.append(schema_fingerprint(conn))
         assert fingerprints == [m.fingerprint for m in MIGRATIONS]
         assert fingerprints[0] == V1_FINGERPRINT
-        assert len(set(fingerprints)) == 3
-        # v3 rebuilt occurrences and dropped the v1 claim index with it
+        assert len(set(fingerprints)) == 4
+        # v3 and v4 rebuilt occurrences and dropped the older claim indexes with it
         assert "scheduler_occurrences_claim" not in _names(conn, "index")
-        assert _names(conn, "index") == V3_INDEXES
+        assert "jobledger_occurrences_final_leases" not in _names(conn, "index")
+        assert _names(conn, "index") == V4_INDEXES
     finally:
         conn.close()
 
@@ -179,10 +199,10 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
     store = open_at(tmp_path / "db" / "fresh.sqlite")
     try:
         raw = store._connection.raw
-        assert _names(raw, "table") == V3_TABLES
-        shapes = expected_columns(3)
-        assert sorted(shapes) == V3_TABLES
-        for table in V3_TABLES:
+        assert _names(raw, "table") == V4_TABLES
+        shapes = expected_columns(4)
+        assert sorted(shapes) == V4_TABLES
+        for table in V4_TABLES:
             actual = [
                 [row[1], row[2].upper(), row[3], row[5]]
                 for row in _plain(raw).execute(f"PRAGMA table_info({table})")
@@ -199,33 +219,66 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
             "fence",
             "data_json",
         ]
-        assert len(shapes["jobs"]) == 10
-        # the reference's 20 occurrence columns, then v3's three, in that order
-        assert shapes["occurrences"][:20] == expected_columns(1)["occurrences"]
-        assert shapes["occurrences"][20:] == [
+        # the reference's 10 job columns, then v4's five
+        assert shapes["jobs"][:10] == expected_columns(1)["jobs"]
+        assert [c[0] for c in shapes["jobs"][10:]] == [
+            "queue",
+            "priority",
+            "on_lost_lease",
+            "run_revision",
+            "authority_id",
+        ]
+        # occurrences: seq (the rowid) first; the reference's columns without the idempotency
+        # key (derived from the id) and with the authority stored once (authority_id); v3's
+        # three; then v4's lane and the columns of results, dependencies and adjudication
+        v1 = [c for c in expected_columns(1)["occurrences"] if c[0] != "idempotency_key"]
+        v1 = [["authority_id", "INTEGER", 1, 0] if c[0] == "authority_json" else c for c in v1]
+        v1 = [[c[0], c[1], c[2], 0] for c in v1]  # occurrence_id is UNIQUE, no longer the key
+        assert shapes["occurrences"][0] == ["seq", "INTEGER", 0, 1]
+        assert shapes["occurrences"][1:20] == v1
+        assert shapes["occurrences"][20:23] == [
             ["kind", "TEXT", 1, 0],
             ["workspace_id", "TEXT", 0, 0],
             ["runnable", "INTEGER", 1, 0],
         ]
-        assert _names(raw, "index") == V3_INDEXES
+        assert [c[0] for c in shapes["occurrences"][23:]] == [
+            "queue",
+            "priority",
+            "partition_key",
+            "gate",
+            "adjudicate",
+            "snoozes",
+            "pending_parents",
+            "on_parent_failure",
+            "result_read_at",
+            "trace_json",
+        ]
+        assert _names(raw, "index") == V4_INDEXES
         assert _names(raw, "trigger") == _names(raw, "view") == []
-        # 'cancelled' is a status now; an unknown one is still refused by the CHECK
+        # 'cancelled' (v3) and 'blocked' (v4) are statuses now
         sql = (
             _plain(raw)
             .execute("SELECT sql FROM sqlite_master WHERE name = 'occurrences'")
             .fetchone()[0]
         )
-        assert "'cancelled'" in sql
+        assert "'cancelled'" in sql and "'blocked'" in sql
+        # the claim lane's partial indexes hold only the rows their query may take
+        ready = (
+            _plain(raw)
+            .execute("SELECT sql FROM sqlite_master WHERE name = 'jobledger_occurrences_ready'")
+            .fetchone()[0]
+        )
+        assert "WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1" in ready
     finally:
         store.close()
 
 
-def test_fresh_memory_database_is_v3() -> None:
+def test_fresh_memory_database_is_v4() -> None:
     store = open_at(":memory:")
     try:
         info = store.schema_info()
-        assert info.schema_version == 3
-        assert [m.version for m in info.migrations] == [1, 2, 3]
+        assert info.schema_version == 4
+        assert [m.version for m in info.migrations] == [1, 2, 3, 4]
         assert store.backup_path is None
         report = store.verify()
         assert report.ok
@@ -239,8 +292,8 @@ def test_fresh_memory_database_is_v3() -> None:
         store.close()
 
 
-def test_reopening_a_v3_database_changes_nothing(tmp_path: Path) -> None:
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+def test_reopening_a_v4_database_changes_nothing(tmp_path: Path) -> None:
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     digest = sha256_file(path)
     before = listing(path.parent)
     store = open_at(path, FakeClock(NOW + 10_000), migrate=False)
@@ -287,15 +340,15 @@ def test_migrate_false_on_an_empty_database_requires_a_migration(
     with pytest.raises(MigrationRequired) as refused:
         open_at(path, migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 0, "requiredVersion": 3}
+    assert refused.value.details == {"schemaVersion": 0, "requiredVersion": 4}
     assert sha256_file(path) == digest
     assert sidecars(path) == []
     assert listing(path.parent) == ["empty.sqlite"]
 
-    # migrate=True adopts it: an empty database becomes a fresh v3 one
+    # migrate=True adopts it: an empty database becomes a fresh v4 one
     store = open_at(path)
     try:
-        assert store.schema_info().schema_version == 3
+        assert store.schema_info().schema_version == 4
         assert store.backup_path is None
     finally:
         store.close()
@@ -318,10 +371,29 @@ def _truncate(path: Path) -> None:
 REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
     "user-version-7": (tamper("PRAGMA user_version = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
     "user-version-2": (tamper("PRAGMA user_version = 2;"), "SCHEDULER_SCHEMA_UNKNOWN"),
+    "user-version-3": (tamper("PRAGMA user_version = 3;"), "SCHEDULER_SCHEMA_UNKNOWN"),
     "user-version-0": (tamper("PRAGMA user_version = 0;"), "SCHEDULER_SCHEMA_UNKNOWN"),
     "application-id": (tamper("PRAGMA application_id = 7;"), "SCHEDULER_SCHEMA_UNKNOWN"),
     "dropped-index": (
         tamper("DROP INDEX jobledger_occurrences_ready;"),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "dropped-waiting-index": (
+        tamper("DROP INDEX jobledger_occurrences_waiting;"),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "changed-held-index": (
+        tamper(
+            "DROP INDEX jobledger_occurrences_held; "
+            "CREATE INDEX jobledger_occurrences_held ON occurrences(queue, partition_key);"
+        ),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "recreated-v3-final-lease-index": (
+        tamper(
+            "CREATE INDEX jobledger_occurrences_final_leases ON occurrences"
+            "(lease_expires_at, occurrence_id) WHERE status = 'running';"
+        ),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "dropped-v2-index": (
@@ -347,8 +419,28 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         tamper("CREATE INDEX extra_jobs_kind ON jobs(kind);"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
-    "tampered-v3-checksum": (
-        tamper("UPDATE migrations SET checksum = 'x' WHERE version = 3;"),
+    "tampered-v4-checksum": (
+        tamper("UPDATE migrations SET checksum = 'x' WHERE version = 4;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
+    # The reference's order: the catalog (its fingerprint) before the history.
+    "tampered-checksum-and-dropped-index": (
+        tamper(
+            "UPDATE migrations SET checksum = 'x' WHERE version = 4; "
+            "DROP INDEX jobledger_occurrences_ready;"
+        ),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "tampered-checksum-and-added-trigger": (
+        tamper(
+            "UPDATE migrations SET checksum = 'x' WHERE version = 1; "
+            "CREATE TRIGGER jobs_touch AFTER UPDATE ON jobs BEGIN SELECT 1; END;"
+        ),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    # ... and the table set before either.
+    "extra-table-and-dropped-index": (
+        tamper("CREATE TABLE user_notes (id INTEGER); DROP INDEX jobledger_occurrences_ready;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "tampered-v1-checksum": (
@@ -356,16 +448,20 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "renamed-migration": (
-        tamper("UPDATE migrations SET name = 'other' WHERE version = 3;"),
+        tamper("UPDATE migrations SET name = 'other' WHERE version = 4;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
-    "forgotten-v3-migration": (
-        # the history then claims v2, but the tables are v3's
-        tamper("DELETE FROM migrations WHERE version = 3; PRAGMA user_version = 2;"),
+    "forgotten-v4-migration": (
+        # the history then claims v3, but the tables are v4's
+        tamper("DELETE FROM migrations WHERE version = 4; PRAGMA user_version = 3;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
+    "empty-history": (
+        tamper("DELETE FROM migrations;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "future-migration": (
-        tamper("INSERT INTO migrations VALUES (4, 'from-the-future', 'x', 0);"),
+        tamper("INSERT INTO migrations VALUES (5, 'from-the-future', 'x', 0);"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "extra-table": (
@@ -380,11 +476,19 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         tamper("DROP TABLE jobledger_workers;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
+    "missing-v4-table": (
+        tamper("DROP TABLE jobledger_liveness;"),
+        "SCHEDULER_SCHEMA_UNKNOWN",
+    ),
     "dropped-v3-column": (
         tamper(
             "DROP INDEX jobledger_occurrences_ready_workspace; "
             "ALTER TABLE occurrences DROP COLUMN workspace_id;"
         ),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
+    "dropped-v4-column": (
+        tamper("ALTER TABLE occurrences DROP COLUMN trace_json;"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "garbage-file": (_garbage, "SCHEDULER_SCHEMA_CORRUPT"),
@@ -398,7 +502,7 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
     case: str, migrate: bool, tmp_path: Path
 ) -> None:
     damage, code = REFUSALS[case]
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     damage(path)
     assert sidecars(path) == []
     digest = sha256_file(path)
@@ -412,44 +516,57 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
 
 
 def test_refusal_details_name_what_is_wrong(tmp_path: Path) -> None:
-    path = fresh_v3(tmp_path / "a" / "x.sqlite")
+    path = fresh_v4(tmp_path / "a" / "x.sqlite")
     tamper("CREATE TABLE user_notes (id INTEGER PRIMARY KEY);")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
-    assert refused.value.details == {"expected": V3_TABLES, "actual": [*V3_TABLES, "user_notes"]}
+    assert refused.value.details == {"expected": V4_TABLES, "actual": [*V4_TABLES, "user_notes"]}
 
-    path = fresh_v3(tmp_path / "b" / "x.sqlite")
+    path = fresh_v4(tmp_path / "b" / "x.sqlite")
     tamper("PRAGMA user_version = 7;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.details == {"applicationId": APPLICATION_ID, "userVersion": 7}
 
-    path = fresh_v3(tmp_path / "c" / "x.sqlite")
+    path = fresh_v4(tmp_path / "c" / "x.sqlite")
     tamper("UPDATE migrations SET checksum = 'x' WHERE version = 3;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.message == "Scheduler migration history is unknown"
     assert refused.value.details == {
-        "migrations": [*V3_HISTORY[:2], {**V3_HISTORY[2], "checksum": "x"}]
+        "migrations": [*V4_HISTORY[:2], {**V4_HISTORY[2], "checksum": "x"}, V4_HISTORY[3]]
     }
 
-    path = fresh_v3(tmp_path / "d" / "x.sqlite")
+    path = fresh_v4(tmp_path / "d" / "x.sqlite")
     tamper("DROP INDEX jobledger_occurrences_ready;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     # the fingerprint check comes first; either way the message names the version
-    assert "v3" in refused.value.message
+    assert refused.value.message == "Scheduler sqlite_master catalog does not match v4"
+    assert refused.value.details is not None
+    assert refused.value.details["expected"] == MIGRATIONS[3].fingerprint
+
+    # a tampered history does not hide a damaged catalog (the reference's order)
+    path = fresh_v4(tmp_path / "e" / "x.sqlite")
+    tamper(
+        "UPDATE migrations SET checksum = 'x' WHERE version = 2; "
+        "DROP INDEX jobledger_occurrences_leases;"
+    )(path)
+    with pytest.raises(SchedulerError) as refused:
+        open_at(path)
+    assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
+    assert refused.value.message == "Scheduler sqlite_master catalog does not match v4"
 
 
 def test_a_newer_history_says_the_database_is_newer(tmp_path: Path) -> None:
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     tamper(
-        "INSERT INTO migrations VALUES (4, 'jobledger-later-v4', 'x', 0); PRAGMA user_version = 4;"
+        "INSERT INTO migrations VALUES (5, 'jobledger-later-v5', 'x', 0); PRAGMA user_version = 5;"
     )(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.code == "SCHEDULER_SCHEMA_UNKNOWN"
     assert "newer" in refused.value.message
     assert refused.value.details == {
-        "migrations": [*V3_HISTORY, {"version": 4, "name": "jobledger-later-v4", "checksum": "x"}]
+        "migrations": [*V4_HISTORY, {"version": 5, "name": "jobledger-later-v5", "checksum": "x"}]
     }

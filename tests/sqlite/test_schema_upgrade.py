@@ -1,6 +1,8 @@
-"""Upgrading SQLite files to v3: v1 and v2 files keep every row, gain what v3 derives from
-their jobs, are copied first, and are refused unchanged without ``migrate``; concurrent first
-opens and concurrent upgrades converge on one v3 database with one migration history."""
+"""Upgrading SQLite files to v4: v1, v2 and v3 files keep every row, gain what v3 and v4 derive
+from their jobs (kind, workspace, runnable; the default queue and priority, the gate, the
+authority stored once, a key row per idempotency key), are copied first, and are refused
+unchanged without ``migrate``; concurrent first opens and concurrent upgrades converge on one v4
+database with one migration history."""
 
 from __future__ import annotations
 
@@ -17,31 +19,50 @@ from jobledger.errors import SchedulerError
 from jobledger.store.sqlite.schema import MIGRATIONS, SQLiteSchema, schema_fingerprint
 from jobledger.testing import FakeClock
 from tests.sqlite.handmade import (
+    APPLIED_AT,
     MAKERS,
     NOW,
-    V1_OCCURRENCE_COLUMNS,
+    V1_JOB_COLUMNS,
+    V3_ROWS,
+    key_rows,
     listing,
     make_v1,
     open_at,
     tamper,
+    v1_occurrences,
+    v3_occurrences,
+    v4_lanes,
 )
 from tests.sqlite.support import V1_CHECKSUM, pragma, read_only, sha256_file, table_rows
 
+LATEST = 4
 V2_TABLES = ("events", "jobledger_requeues", "jobs", "migrations", "occurrences")
-OLD_TABLES = {1: ("events", "jobs", "migrations", "occurrences"), 2: V2_TABLES}
+V3_TABLES = (*V2_TABLES, *sorted(V3_ROWS))
+OLD_TABLES = {1: ("events", "jobs", "migrations", "occurrences"), 2: V2_TABLES, 3: V3_TABLES}
 HISTORY = [
     (1, "scheduler-kernel-v1", V1_CHECKSUM),
     (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum),
     (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum),
+    (4, "jobledger-queues-v4", MIGRATIONS[3].checksum),
 ]
+NEW_TABLES = (
+    "jobledger_adjudications",
+    "jobledger_authorities",
+    "jobledger_dependencies",
+    "jobledger_keys",
+    "jobledger_liveness",
+    "jobledger_queues",
+    "jobledger_rate_windows",
+    "jobledger_store",
+)
 
 
 def _rows(conn: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
-    if table == "jobledger_requeues":
-        cursor = conn.cursor()
-        cursor.row_factory = None
-        return cursor.execute("SELECT * FROM jobledger_requeues ORDER BY requeue_id").fetchall()
-    return table_rows(conn, table)
+    if table in ("jobs", "occurrences", "events", "migrations"):
+        return table_rows(conn, table)
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return cursor.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
 
 
 def _snapshot(path: Path, version: int) -> dict[str, list[tuple[Any, ...]]]:
@@ -52,18 +73,15 @@ def _snapshot(path: Path, version: int) -> dict[str, list[tuple[Any, ...]]]:
         conn.close()
 
 
-def _derived(conn: sqlite3.Connection) -> dict[str, tuple[Any, ...]]:
-    cursor = conn.cursor()
-    cursor.row_factory = None
-    rows = cursor.execute("SELECT occurrence_id, kind, workspace_id, runnable FROM occurrences")
-    return {row[0]: tuple(row[1:]) for row in rows}
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-# -- v1 → v3 and v2 → v3 ----------------------------------------------------------------------
+# -- v1 → v4, v2 → v4 and v3 → v4 --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_an_old_file_is_upgraded_to_v3_keeping_every_row(version: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_old_file_is_upgraded_to_v4_keeping_every_row(version: int, tmp_path: Path) -> None:
     path = tmp_path / "db" / f"v{version}.sqlite"
     made = MAKERS[version](path)
     before = _snapshot(path, version)
@@ -72,43 +90,94 @@ def test_an_old_file_is_upgraded_to_v3_keeping_every_row(version: int, tmp_path:
     store = open_at(path, clock)
     try:
         info = store.schema_info()
-        assert info.schema_version == 3
+        assert info.schema_version == LATEST
         assert [(m.version, m.name, m.checksum) for m in info.migrations] == HISTORY
         # the old rungs keep their applied_at; only the new ones are stamped now
-        applied = [NOW, NOW + 10][:version] + [NOW + 60_000] * (3 - version)
+        applied = [APPLIED_AT[v] for v in range(1, version + 1)]
+        applied += [NOW + 60_000] * (LATEST - version)
         assert [m.applied_at for m in info.migrations] == applied
         assert store.backup_path == path.with_name(f"v{version}.sqlite.v{version}.bak")
 
         raw = store._connection.raw
-        assert schema_fingerprint(raw) == MIGRATIONS[2].fingerprint
-        assert pragma(raw, "user_version") == 3
-        for table in ("jobs", "events", *(("jobledger_requeues",) if version == 2 else ())):
+        assert schema_fingerprint(raw) == MIGRATIONS[LATEST - 1].fingerprint
+        assert pragma(raw, "user_version") == LATEST
+        kept = ["events", *(t for t in OLD_TABLES[version] if t.startswith("jobledger_"))]
+        for table in kept:
             assert _rows(raw, table) == before[table], table
-        # occurrences: the old columns exactly, then what v3 copied from each job
-        upgraded = _rows(raw, "occurrences")
-        assert [row[:V1_OCCURRENCE_COLUMNS] for row in upgraded] == before["occurrences"]
-        assert _derived(raw) == made["derived"]
-        for table in ("jobledger_schedules", "jobledger_workers", "jobledger_audit"):
-            assert raw.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+        # jobs: the old columns exactly, then v4's defaults and the authority stored once
+        jobs = _rows(raw, "jobs")
+        assert [row[:V1_JOB_COLUMNS] for row in jobs] == before["jobs"]
+        authorities = dict(
+            raw.execute("SELECT authority_id, authority_json FROM jobledger_authorities").fetchall()
+        )
+        assert sorted(authorities.values()) == sorted(set(made["authorities"].values()))
+        for row in jobs:
+            revision, authority_json = row[6], row[4]
+            assert row[V1_JOB_COLUMNS : V1_JOB_COLUMNS + 4] == ("default", 0, "retry", revision)
+            assert authorities[row[V1_JOB_COLUMNS + 4]] == authority_json
+        # occurrences: every old column (the idempotency key is derived, the authority is
+        # the job's envelope stored once), then v4's lane
+        if version == 3:
+            assert v3_occurrences(raw) == before["occurrences"]
+        else:
+            assert v1_occurrences(raw) == before["occurrences"]
+        assert {
+            row[0]: row[1]
+            for row in raw.execute(
+                "SELECT o.occurrence_id, a.authority_json FROM occurrences AS o "
+                "JOIN jobledger_authorities AS a ON a.authority_id = o.authority_id"
+            )
+        } == made["authorities"]
+        assert v4_lanes(raw) == made["lanes"]
+        # seq keeps the old insertion order
+        seqs = [row[0] for row in raw.execute("SELECT occurrence_id FROM occurrences ORDER BY seq")]
+        assert seqs == [made[name] for name in ("queued", "dead", "paused", "keyed", "twin")]
+        assert key_rows(raw) == made["keys"]
+        for table in NEW_TABLES:
+            expected = {"jobledger_authorities": len(authorities), "jobledger_keys": 1}
+            assert _count(raw, table) == expected.get(table, 1 if table == "jobledger_store" else 0)
+        if version < 3:
+            for table in V3_ROWS:
+                assert _count(raw, table) == 0
         assert store.verify().ok
 
-        # through the public API: kinds on occurrences, history and dead letters intact
-        assert [store.get_occurrence(key).kind for key in made["derived"]] == [  # type: ignore[union-attr]
-            kind for kind, _, _ in made["derived"].values()
-        ]
+        # through the public API: kinds and lanes on occurrences, history and dead letters
+        for key, lane in made["lanes"].items():
+            occurrence = store.get_occurrence(key)
+            assert occurrence is not None
+            assert (occurrence.kind, occurrence.queue, occurrence.priority) == (
+                lane[0],
+                "default",
+                0,
+            )
+            assert occurrence.authority == jobledger.normalize_authority(
+                {"principal": {"type": "user", "id": "tester"}}
+                | ({"workspaceId": "ws-1"} if lane[1] else {})
+            )
         job = store.get_job("job-v1")
         assert job is not None
         assert (job.payload, job.revision, job.enabled) == ({"to": "a"}, 1, True)
         assert [o.id for o in store.list_dead_letters()] == [made["dead"]]
         assert len(store.history(limit=200)) == made["events"]
 
+        # the key of two occurrences answers with the older one, without a data-corruption
+        # error (v3 refused a later enqueue of such a key)
+        again = store.enqueue_occurrence_once_per_trigger(
+            job_id="job-v1", scheduled_for=NOW + 9000, trigger_key="key:order-1"
+        )
+        assert (again.id, again.deduplicated) == (made["keyed"], True)
+
         # the upgraded file works: the disabled job's row is not claimable, a workspace claim
-        # finds the other, settle, then requeue the dead letter (a v2 feature) and cancel it
+        # finds the due rows in due order (not the one waiting for 2100), settle, then requeue
+        # the dead letter (a v2 feature) and cancel it
         assert store.claim_next(owner_id="w2", lease_ms=1000, job_kind="sms") is None
         claimed = store.claim_next(owner_id="w2", lease_ms=1000, workspace_id="ws-1")
         assert claimed is not None
         assert (claimed.id, claimed.kind) == (made["queued"], "email")
         store.settle(occurrence_id=claimed.id, owner_id="w2", fence=1, outcome="succeeded")
+        twin = store.claim_next(owner_id="w2", lease_ms=1000)
+        assert twin is not None and twin.id == made["twin"]
+        assert store.claim_next(owner_id="w2", lease_ms=1000) is None
         requeued = store.requeue_dead_letter(
             occurrence_id=made["dead"], expected_fence=made["dead_fence"], reason="r", actor="ops"
         )
@@ -128,12 +197,12 @@ def test_an_old_file_is_upgraded_to_v3_keeping_every_row(version: int, tmp_path:
     assert _snapshot(backup_path, version) == before
 
     # reopening is a plain open: no second backup
-    again = open_at(path, FakeClock(NOW + 120_000))
+    again_store = open_at(path, FakeClock(NOW + 120_000))
     try:
-        assert again.backup_path is None
-        assert again.schema_info().migrations == info.migrations
+        assert again_store.backup_path is None
+        assert again_store.schema_info().migrations == info.migrations
     finally:
-        again.close()
+        again_store.close()
     assert sorted(p.name for p in path.parent.glob("*.bak")) == [backup_path.name]
 
 
@@ -153,7 +222,7 @@ def test_upgrade_does_not_overwrite_an_existing_backup(tmp_path: Path) -> None:
     backup.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_old_file_without_migrate_is_refused_unchanged(version: int, tmp_path: Path) -> None:
     path = tmp_path / "db" / f"v{version}.sqlite"
     MAKERS[version](path)
@@ -161,7 +230,7 @@ def test_an_old_file_without_migrate_is_refused_unchanged(version: int, tmp_path
     with pytest.raises(SchedulerError) as refused:
         open_at(path, migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": version, "requiredVersion": 3}
+    assert refused.value.details == {"schemaVersion": version, "requiredVersion": LATEST}
     assert "jobledger db migrate" in refused.value.message
     assert sha256_file(path) == digest
     assert listing(path.parent) == [path.name]
@@ -174,6 +243,9 @@ def test_an_old_file_without_migrate_is_refused_unchanged(version: int, tmp_path
         (2, "DROP INDEX jobledger_requeues_occurrence;"),
         (2, "DROP INDEX scheduler_occurrences_claim;"),
         (2, "CREATE INDEX jobledger_occurrences_ready ON occurrences(status);"),
+        (3, "DROP INDEX jobledger_occurrences_final_leases;"),
+        (3, "CREATE INDEX jobledger_occurrences_held ON occurrences(status);"),
+        (3, "CREATE TRIGGER t AFTER INSERT ON jobledger_audit BEGIN SELECT 1; END;"),
     ],
 )
 def test_a_damaged_old_file_is_refused_before_any_backup(
@@ -207,8 +279,8 @@ def _assert_single_schema(path: Path, applied_at: list[int]) -> None:
         rows = table_rows(conn, "migrations")
         assert [row[:3] for row in rows] == HISTORY
         assert [row[3] for row in rows] == applied_at
-        assert schema_fingerprint(conn) == MIGRATIONS[2].fingerprint
-        assert pragma(conn, "user_version") == 3
+        assert schema_fingerprint(conn) == MIGRATIONS[LATEST - 1].fingerprint
+        assert pragma(conn, "user_version") == LATEST
     conn.close()
 
 
@@ -238,8 +310,8 @@ def test_concurrent_first_open_from_two_threads(round_: int, tmp_path: Path) -> 
         assert not thread.is_alive()
     assert not any(isinstance(r, BaseException) for r in results), results
     assert results[0] == results[1]
-    assert results[0].schema_version == 3
-    _assert_single_schema(path, [NOW] * 3)
+    assert results[0].schema_version == LATEST
+    _assert_single_schema(path, [NOW] * LATEST)
 
 
 def _open_in_process(path: str, barrier: Any, queue: Any) -> None:
@@ -268,8 +340,8 @@ def test_concurrent_first_open_from_two_processes(tmp_path: Path) -> None:
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
-    assert outcomes == [("ok", 3), ("ok", 3)]
-    _assert_single_schema(path, [NOW] * 3)
+    assert outcomes == [("ok", LATEST), ("ok", LATEST)]
+    _assert_single_schema(path, [NOW] * LATEST)
 
 
 def _upgrade_in_process(paths: list[str], barrier: Any, queue: Any) -> None:
@@ -285,7 +357,7 @@ def _upgrade_in_process(paths: list[str], barrier: Any, queue: Any) -> None:
             queue.put(("error", repr(exc)))
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 3])
 def test_concurrent_upgrade_of_an_old_file_from_three_processes(
     version: int, tmp_path: Path
 ) -> None:
@@ -308,12 +380,14 @@ def test_concurrent_upgrade_of_an_old_file_from_three_processes(
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
-    assert outcomes == [("ok", 3)] * (rounds * workers)
+    assert outcomes == [("ok", LATEST)] * (rounds * workers)
     for path in paths:
-        _assert_single_schema(path, [NOW, NOW + 10][:version] + [NOW + 1] * (3 - version))
+        applied = [APPLIED_AT[v] for v in range(1, version + 1)]
+        _assert_single_schema(path, applied + [NOW + 1] * (LATEST - version))
         with _settled(path) as conn:
             assert len(table_rows(conn, "jobs")) == 2
-            assert len(table_rows(conn, "occurrences")) == 3
+            assert len(table_rows(conn, "occurrences")) == 5
+            assert len(key_rows(conn)) == 1
         conn.close()
         backups = sorted(path.parent.glob("*.bak"))
         # Only the opener that ran the upgrade keeps its backup; the others remove theirs.
@@ -324,7 +398,7 @@ def test_concurrent_upgrade_of_an_old_file_from_three_processes(
         copy.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_file(
     version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -349,12 +423,12 @@ def test_an_open_that_loses_the_upgrade_race_sees_the_upgraded_file(
     monkeypatch.setattr(SQLiteSchema, "read_history", read_then_lose_the_race)
     store = open_at(path)
     try:
-        assert store.schema_info().schema_version == 3
+        assert store.schema_info().schema_version == LATEST
         assert raced[0] is not None  # the other opener upgraded and kept its backup
         assert store.backup_path is None
         # This open reports what it did (nothing) and what it found (the old version).
         outcome = store.schema_outcome
-        assert (outcome.found, outcome.version) == (version, 3)
+        assert (outcome.found, outcome.version) == (version, LATEST)
         assert (outcome.created, outcome.upgraded_from, outcome.backup) == (False, None, None)
         assert outcome.by_another_process
     finally:
@@ -365,11 +439,11 @@ def test_the_outcome_says_what_this_open_did(tmp_path: Path) -> None:
     fresh = tmp_path / "db" / "fresh.sqlite"
     with open_at(fresh) as store:
         outcome = store.schema_outcome
-        assert (outcome.found, outcome.version, outcome.created) == (0, 3, True)
+        assert (outcome.found, outcome.version, outcome.created) == (0, LATEST, True)
         assert not outcome.by_another_process
     with open_at(fresh) as store:
         outcome = store.schema_outcome
-        assert (outcome.found, outcome.created, outcome.upgraded_from) == (3, False, None)
+        assert (outcome.found, outcome.created, outcome.upgraded_from) == (LATEST, False, None)
         assert not outcome.by_another_process
     old = tmp_path / "db" / "v1.sqlite"
     make_v1(old)

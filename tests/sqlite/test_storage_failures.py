@@ -23,6 +23,7 @@ from jobledger.errors import (
     SchedulerError,
     StorageUnavailable,
 )
+from jobledger.store.migrations import LADDER, LATEST_VERSION
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite import store as store_module
 from jobledger.store.sqlite.connection import BEGIN_ATTEMPTS, storage_failure
@@ -158,7 +159,7 @@ def test_real_sqlite_full_on_create_leaves_no_job(store: SQLiteStore, db_path: P
     reopened = _open(db_path)
     try:
         assert reopened.get_job("job-big") is None
-        assert reopened.schema_info().schema_version == 3
+        assert reopened.schema_info().schema_version == LATEST_VERSION
     finally:
         reopened.close()
 
@@ -377,7 +378,7 @@ def test_scheduler_errors_from_the_body_propagate_unchanged(store: SQLiteStore) 
         store._connection.write(body)
     assert failed.value is raised
     assert store._connection.raw.in_transaction is False
-    assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
+    assert [m.version for m in store.schema_info().migrations] == [v for v, _ in LADDER]
 
 
 def test_failing_rollback_makes_the_commit_state_unknown(
@@ -496,7 +497,7 @@ def test_busy_after_the_body_started_is_not_retried(
     assert failed.value.details is not None
     assert failed.value.details["storageCode"] == "SQLITE_BUSY"
     assert failed.value.details["commitState"] == "not_committed"
-    assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
+    assert [m.version for m in store.schema_info().migrations] == [v for v, _ in LADDER]
 
 
 # -- one store shared by threads ---------------------------------------------------------------

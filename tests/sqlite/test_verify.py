@@ -2,7 +2,7 @@
 
 Opening verifies only the catalog. The O(size) checks — SQLite's ``quick_check`` /
 ``integrity_check``, ``foreign_key_check``, the stored authority envelopes — run on demand
-(:meth:`~jobledger.Store.verify`) and before every upgrade. So a v3 file with a broken foreign
+(:meth:`~jobledger.Store.verify`) and before every upgrade. So a v4 file with a broken foreign
 key, a row violating a CHECK constraint or a tampered stored authority opens, and ``verify()``
 names the failing check; the same damage in a v2 file refuses the upgrade, before any backup.
 """
@@ -18,13 +18,13 @@ import pytest
 from jobledger.errors import MigrationRequired, SchedulerError
 from jobledger.store.sqlite import connection as sqlite_connection
 from jobledger.store.sqlite import schema as sqlite_schema
-from tests.sqlite.handmade import MAKERS, NOW, fresh_v3, listing, open_at, tamper
+from tests.sqlite.handmade import MAKERS, NOW, fresh_v4, listing, open_at, tamper
 from tests.sqlite.support import sha256_file, sidecars
 
 CHECKS = ["integrity_check", "foreign_keys", "schema", "stored_authority"]
 
 
-# -- damage in the rows: a v3 file opens and verify() reports it; an older file is refused -----
+# -- damage in the rows: a v4 file opens and verify() reports it; an older file is refused -----
 
 ROW_DAMAGE: dict[str, tuple[str, str]] = {
     # case: (damage, the verify() check that fails)
@@ -47,9 +47,9 @@ ROW_DAMAGE: dict[str, tuple[str, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(ROW_DAMAGE))
-def test_row_damage_in_a_v3_file_opens_and_verify_reports_it(case: str, tmp_path: Path) -> None:
+def test_row_damage_in_a_v4_file_opens_and_verify_reports_it(case: str, tmp_path: Path) -> None:
     damage, failing = ROW_DAMAGE[case]
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     tamper(damage)(path)
     digest = sha256_file(path)
     before = listing(path.parent)
@@ -78,7 +78,7 @@ def test_row_damage_in_a_v3_file_opens_and_verify_reports_it(case: str, tmp_path
 def test_a_tampered_stored_authority_reads_back_as_stored(tmp_path: Path) -> None:
     """Rows are decoded, not re-validated, on read: an object that is not an authority envelope
     reads back as it is stored (verify() finds it); only a non-object is corrupt on read."""
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     tamper("""UPDATE jobs SET authority_json = '{"schemaVersion":2}' WHERE job_id = 'job-a';""")(
         path
     )
@@ -105,7 +105,7 @@ def test_a_tampered_stored_authority_reads_back_as_stored(tmp_path: Path) -> Non
         store.close()
 
 
-# The same damage in a v2 file: an upgrade first runs every O(size) check, so the file is
+# The same damage in a v2 or v3 file: an upgrade first runs every O(size) check, so the file is
 # refused as it is — whether or not the open may migrate, and before any backup is taken.
 V2_ROW_DAMAGE: dict[str, str] = {
     "broken-foreign-key": (
@@ -127,11 +127,12 @@ V2_CASES = sorted(V2_ROW_DAMAGE)
 
 @pytest.mark.parametrize("migrate", [True, False])
 @pytest.mark.parametrize("case", V2_CASES)
-def test_row_damage_in_a_v2_file_is_refused_before_any_backup(
-    case: str, migrate: bool, tmp_path: Path
+@pytest.mark.parametrize("version", [2, 3])
+def test_row_damage_in_an_old_file_is_refused_before_any_backup(
+    version: int, case: str, migrate: bool, tmp_path: Path
 ) -> None:
-    path = tmp_path / "db" / "v2.sqlite"
-    MAKERS[2](path)
+    path = tmp_path / "db" / f"v{version}.sqlite"
+    MAKERS[version](path)
     tamper(V2_ROW_DAMAGE[case])(path)
     digest = sha256_file(path)
     with pytest.raises(SchedulerError) as refused:
@@ -139,7 +140,7 @@ def test_row_damage_in_a_v2_file_is_refused_before_any_backup(
     assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
     assert sha256_file(path) == digest
     assert sidecars(path) == []
-    assert listing(path.parent) == ["v2.sqlite"]
+    assert listing(path.parent) == [f"v{version}.sqlite"]
 
 
 # -- opening does not scale with the database ---------------------------------------------------
@@ -186,35 +187,38 @@ class _OpenProbe:
 
 
 def _grow(path: Path, occurrences: int) -> None:
-    """Add ``occurrences`` rows (and one event each) to a closed v3 file, directly."""
+    """Add ``occurrences`` rows (and one event each) to a closed v4 file, directly, in one
+    INSERT … SELECT each."""
     conn = sqlite3.connect(path)
     try:
-        authority = conn.execute("SELECT authority_json FROM jobs WHERE job_id = 'job-a'")
-        (authority_json,) = authority.fetchone()
         conn.execute("BEGIN")
-        conn.executemany(
-            "INSERT INTO occurrences VALUES (?, 'job-a', 1, ?, ?, ?, ?, 'queued', 0, 3, 0, "
-            "NULL, NULL, ?, 'null', NULL, NULL, ?, ?, NULL, 'email', NULL, 1)",
-            (
-                (f"occ-{i}", f"key-{i}", f"t-{i}", NOW + i, NOW + i, authority_json, NOW, NOW)
-                for i in range(occurrences)
-            ),
+        conn.execute(
+            "INSERT INTO occurrences (occurrence_id, job_id, job_revision, trigger_key, "
+            "scheduled_for, available_at, status, attempt, max_attempts, fence, authority_id, "
+            "payload_json, created_at, updated_at, kind, runnable, queue, priority, gate, "
+            "adjudicate) "
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?) "
+            "SELECT 'occ-' || i, 'job-a', 1, 't-' || i, ? + i, ? + i, 'queued', 0, 3, 0, "
+            "j.authority_id, 'null', ?, ?, 'email', 1, 'default', 0, 0, 0 "
+            "FROM n, jobs AS j WHERE j.job_id = 'job-a'",
+            (occurrences, NOW, NOW, NOW, NOW),
         )
-        conn.executemany(
+        conn.execute(
             "INSERT INTO events (job_id, occurrence_id, event_type, occurred_at, data_json) "
-            "VALUES ('job-a', ?, 'occurrence_enqueued', ?, '{}')",
-            ((f"occ-{i}", NOW) for i in range(occurrences)),
+            "SELECT 'job-a', occurrence_id, 'occurrence_enqueued', ?, '{}' FROM occurrences "
+            "WHERE occurrence_id LIKE 'occ-%'",
+            (NOW,),
         )
         conn.execute("COMMIT")
     finally:
         conn.close()
 
 
-def test_opening_a_v3_file_runs_no_size_dependent_check(
+def test_opening_a_v4_file_runs_no_size_dependent_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = fresh_v3(tmp_path / "small" / "x.sqlite")
-    large = fresh_v3(tmp_path / "large" / "x.sqlite")
+    small = fresh_v4(tmp_path / "small" / "x.sqlite")
+    large = fresh_v4(tmp_path / "large" / "x.sqlite")
     _grow(large, 20_000)
     assert large.stat().st_size > 20 * small.stat().st_size
 
@@ -235,7 +239,7 @@ def test_an_upgrade_runs_the_full_checks_first(
     probe = _OpenProbe(monkeypatch)
     calls, _ = probe.open(path)
     # the v2 file is checked before anything is written; the upgrade checks keys again before
-    # its commit; the reopen of the now-v3 file checks nothing of the kind
+    # its commit; the reopen of the now-v4 file checks nothing of the kind
     assert calls[:2] == ["quick_check", "foreign_key_check"]
     assert set(calls) == {"quick_check", "foreign_key_check"}
     assert probe.open(path)[0] == []
@@ -251,7 +255,7 @@ def test_an_upgrade_runs_the_full_checks_first(
 def test_verify_on_demand_runs_the_full_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = fresh_v3(tmp_path / "db" / "x.sqlite")
+    path = fresh_v4(tmp_path / "db" / "x.sqlite")
     probe = _OpenProbe(monkeypatch)
     store = open_at(path)
     try:

@@ -46,6 +46,7 @@ from jobledger.contract import (
     parse_stored_json,
 )
 from jobledger.errors import InvalidArgument, SchedulerError
+from jobledger.store.rows import idempotency_key_of
 
 INVALID = "SCHEDULER_INVALID_ARGUMENT"
 
@@ -995,3 +996,14 @@ def test_identity_rejections(change, message):
     args = {"job_id": "j", "job_revision": 1, "scheduled_for": 0, "trigger_key": "t", **change}
     err = error_of(derive_occurrence_identity, **args)
     assert err.message == message
+
+
+@pytest.mark.parametrize("trigger_key", ["t", "key:order-1", "cron:1700000000000", "é\u2028"])
+def test_the_idempotency_key_is_derived_from_the_id_as_schema_v4_reads_it(trigger_key):
+    """Schema v4 stores no idempotency key: the store derives it from the occurrence id (the
+    same digest), as does the v4 migration's check of older rows."""
+    occurrence_id, key = derive_occurrence_identity(
+        job_id="job-a", job_revision=3, scheduled_for=1_700_000_000_000, trigger_key=trigger_key
+    )
+    assert idempotency_key_of(occurrence_id) == key
+    assert "scheduler:v1:" + occurrence_id.removeprefix("occ_") == key

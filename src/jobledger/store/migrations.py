@@ -11,10 +11,17 @@ back up and upgrade *its* database. Everything else is decided here, once:
   rung means the database was written by a newer jobledger (``SCHEDULER_SCHEMA_UNKNOWN``, "newer");
   anything else unknown is refused as unknown history. Nothing is ever written to a database
   whose history is not known.
-* **The flow** — read the history (read-only) → refuse or verify the catalog of that version →
-  if it is older than the code: refuse (``migrate=False``) or take a backup, then in one write
-  transaction under an exclusive lock re-read the history (another process may have upgraded
-  it meanwhile), apply the missing rungs, record them, verify the newest catalog, commit.
+* **The flow** — read the history (read-only) → verify the catalog of the version it claims,
+  then the history itself → if it is older than the code: refuse (``migrate=False``) or take a
+  backup, then in one write transaction under an exclusive lock re-read the history (another
+  process may have upgraded it meanwhile), apply the missing rungs, record them, verify the
+  newest catalog, commit.
+* **The reference's order of checks** (SPEC §4): page check (before an upgrade), tables,
+  identity, table shapes, catalog fingerprint, *then* the migration history, then the O(size)
+  checks. The catalog checked is the one of the version the history *claims* (its highest
+  rung); so a file whose catalog is damaged is ``SCHEDULER_SCHEMA_CORRUPT`` even when its
+  history was tampered with too, as the reference answers; a history that claims no rung of
+  the ladder (none, or a newer one) has no catalog to compare and is refused as unknown at once.
 
 Verification on open is O(1) in the database size (catalog, shapes, fingerprint, history);
 the O(size) integrity checks run on demand (:meth:`jobledger.Store.verify`) and before every
@@ -39,6 +46,7 @@ __all__ = [
     "Migration",
     "SchemaDialect",
     "bad_authorities",
+    "claimed_version",
     "ensure_schema",
     "known_version",
     "load_migrations",
@@ -112,6 +120,23 @@ def known_version(history: Sequence[Mapping[str, Any]], migrations: Sequence[Mig
     )
 
 
+def claimed_version(
+    history: Sequence[Mapping[str, Any]], migrations: Sequence[Migration]
+) -> int | None:
+    """The rung a history claims to have reached — its highest version — when that is a rung
+    of the ladder; ``None`` when it claims none (no rows, no integer versions, a newer one).
+    Its catalog is what the checks before the history compare against."""
+    versions = [
+        version
+        for row in history
+        if type(version := row.get("version")) is int  # a bool is not a version
+    ]
+    if not versions:
+        return None
+    highest = max(versions)
+    return highest if 1 <= highest <= migrations[-1].version else None
+
+
 class SchemaDialect(Protocol):
     """What one store's schema code supplies to :func:`ensure_schema`."""
 
@@ -123,9 +148,14 @@ class SchemaDialect(Protocol):
         ``SCHEDULER_SCHEMA_UNKNOWN``. May also check cheap identity markers."""
         ...
 
-    def verify(self, version: int, *, full: bool) -> None:
+    def verify(
+        self, version: int, *, full: bool, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
         """Refuse anything that is not exactly ``version``'s catalog; ``full`` adds the
-        O(size) integrity checks (page checks, foreign keys)."""
+        O(size) integrity checks (page checks, foreign keys). ``history``, when given, is held
+        to the ladder (:func:`known_version`) right after the catalog and before the
+        foreign-key and authority checks, in the reference's order (a ``full`` page check
+        comes first of all)."""
         ...
 
     def backup(self, version: int) -> Path | None:
@@ -194,10 +224,19 @@ def _ensure(dialect: SchemaDialect, *, migrate: bool, first_seen: list[int]) -> 
     migrations = dialect.migrations
     latest = migrations[-1]
     history = dialect.read_history()
-    version = 0 if history is None else known_version(history, migrations)
-    if not first_seen:
-        first_seen.append(version)
+    claimed = None if history is None else claimed_version(history, migrations)
+    if not first_seen:  # what this process saw first, whatever a retry sees later
+        first_seen.append(claimed or 0)
     found = first_seen[0]
+    if history is None:
+        version = 0
+    else:
+        if claimed is not None:
+            # The catalog before the history (the reference's order); a file older than the
+            # code gets the O(size) checks too, so a damaged file is never migrated.
+            dialect.verify(claimed, full=claimed < latest.version, history=history)
+        # A history that claims no rung is refused here (unknown, or newer than the code).
+        version = known_version(history, migrations)
     if history is None:
         if not migrate:
             raise MigrationRequired(
@@ -210,10 +249,8 @@ def _ensure(dialect: SchemaDialect, *, migrate: bool, first_seen: list[int]) -> 
             dialect.verify(latest.version, full=False)
         return SchemaOutcome(version=latest.version, found=found, created=reached is not None)
     if version == latest.version:
-        dialect.verify(version, full=False)
         return SchemaOutcome(version=version, found=found)
-    # Older than the code: prove the file is sound before anything is written to it.
-    dialect.verify(version, full=True)
+    # Older than the code: the file was proven sound above, before anything is written to it.
     if not migrate:
         raise MigrationRequired(
             f"Scheduler database is at schema v{version}; this jobledger needs "

@@ -5,11 +5,14 @@ history rule and the flow), each a checksummed DDL file in ``migrations/``, reco
 ``migrations`` table of the store's own schema (default ``jobledger``). Every open verifies,
 before anything is written:
 
-1. the migration history is a known prefix of the ladder (names and checksums);
-2. the schema holds exactly that version's tables, with the expected columns;
-3. a fingerprint of the catalog — every relation, column type/nullability/default/identity,
+1. the schema holds exactly the tables of the version its migration history claims (its
+   highest rung), with the expected columns;
+2. a fingerprint of the catalog — every relation, column type/nullability/default/identity,
    constraint definition, index definition, trigger, rule, policy, function and type in the
-   schema — equals the constant recorded for that version.
+   schema — equals the constant recorded for that version;
+3. the migration history is a known prefix of the ladder (names and checksums).
+
+That is the reference's order (SPEC §4, the catalog before the history), as on SQLite.
 
 A mismatch refuses the schema (``SCHEDULER_SCHEMA_UNKNOWN`` for a history or table set jobledger
 does not know, ``SCHEDULER_SCHEMA_CORRUPT`` for a damaged one) without modifying it. Creating or
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -457,10 +460,22 @@ class PostgresSchema:
         finally:
             rollback_quietly(self._conn)
 
-    def verify(self, version: int, *, full: bool) -> None:
+    def verify(
+        self, version: int, *, full: bool, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        lock = {"key": _lock_key(self._schema)}
+        if full:
+            # The O(size) checks read the rows of the version verified here: no upgrade may
+            # commit in between (v4 drops a column they read). An upgrade holds this lock
+            # exclusively. Taken before the snapshot (a session lock, outside the transaction):
+            # an upgrade that committed while this waited is then seen by the catalog check,
+            # and the flow looks again.
+            self._conn.execute("SELECT pg_advisory_lock_shared(%(key)s)", lock)
         try:
             execute_begin(self._conn, begin_sql(self._schema, read_only=True))
             _verify(self._conn, self._schema, version)
+            if history is not None:  # after the catalog: the reference's order (SPEC §4)
+                ladder.known_version(history, MIGRATIONS)
             if full:
                 bad = ladder.bad_authorities(_stored_authorities(self._conn))
                 if bad:
@@ -469,7 +484,9 @@ class PostgresSchema:
                         details={"count": len(bad), "ids": bad[:10]},
                     )
         finally:
-            rollback_quietly(self._conn)
+            # A connection that is not idle after this is closed, and its session's lock with it.
+            if rollback_quietly(self._conn) and full:
+                self._conn.execute("SELECT pg_advisory_unlock_shared(%(key)s)", lock)
 
     def backup(self, version: int) -> Path | None:
         return None
@@ -482,9 +499,12 @@ class PostgresSchema:
             # finds the work done.
             conn.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _lock_key(self._schema)})
             history = _read_history(conn, self._schema)
-            current = None if history is None else ladder.known_version(history, MIGRATIONS)
-            if current is not None:
-                _verify(conn, self._schema, current)
+            current = None
+            if history is not None:
+                claimed = ladder.claimed_version(history, MIGRATIONS)
+                if claimed is not None:  # the catalog before the history, as on open
+                    _verify(conn, self._schema, claimed)
+                current = ladder.known_version(history, MIGRATIONS)
             reached = apply(current)
             if reached is not None:
                 _verify(conn, self._schema, reached)

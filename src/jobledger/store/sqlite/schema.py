@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -503,15 +503,20 @@ class SQLiteSchema:
             )
         return _history(self._conn)
 
-    def verify(self, version: int, *, full: bool) -> None:
+    def verify(
+        self, version: int, *, full: bool, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
         # One read snapshot for every check, so a concurrent upgrade cannot make the file look
-        # half-changed.
+        # half-changed. The reference's order: quick_check, the catalog (tables, identity,
+        # shapes, fingerprint, indexes), the history, foreign keys.
         conn = self._conn
         conn.execute("BEGIN")
         try:
             if full:
                 _require_sound(conn)
             _verify_catalog(conn, MIGRATIONS[version - 1])
+            if history is not None:
+                ladder.known_version(history, MIGRATIONS)
             if full:
                 broken = broken_foreign_keys(conn)
                 if broken:

@@ -1,0 +1,129 @@
+"""A v3 PostgreSQL schema written by jobledger 0.2.0 (``tests/fixtures/v3-release``, a
+``pg_dump`` of its ``jobledger`` schema) opens with the current code: it is upgraded to v4 in
+place, keeps every row (read back as 0.2.0 read it), resolves its duplicated idempotency key to
+the oldest occurrence, keeps working, and verifies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import jobledger
+from jobledger.store.postgres import schema as pg_schema
+from jobledger.testing import FakeClock
+from tests.fixtures.v3_release import (
+    V3_RELEASE,
+    assert_reads_back,
+    assert_the_duplicated_key_answers_with_its_oldest,
+    assert_work_continues,
+    load_manifest,
+)
+from tests.store.helpers import raises_code
+
+DUMP = V3_RELEASE / "v3.postgres.sql"
+# The release's duplicated key names its younger occurrence after the upgrade: the v4 migration
+# takes the smallest seq, and seq follows the heap, where the older row's live version moved to
+# the end when it was claimed and settled after its twin was written.
+SEQ_IS_HEAP_ORDER = pytest.mark.xfail(
+    strict=True,
+    reason="PostgreSQL v4 migration: DISTINCT ON … ORDER BY seq, seq numbered in heap order "
+    "(0004_jobledger-queues-v4.sql, jobledger_keys INSERT): not the oldest occurrence",
+)
+
+
+@pytest.fixture
+def manifest() -> dict[str, Any]:
+    return load_manifest("postgres")
+
+
+@pytest.fixture
+def v3_schema(admin) -> None:
+    """The test database's ``jobledger`` schema replaced by the release's dump. psql's
+    meta-commands (``\\restrict``) are dropped: the rest is plain SQL."""
+    admin.execute("DROP SCHEMA jobledger CASCADE")
+    # split on newlines only: str.splitlines would also split the payloads' U+2028
+    sql = "\n".join(
+        line for line in DUMP.read_text("utf-8").split("\n") if not line.startswith("\\")
+    )
+    admin.execute(sql)
+    admin.execute("RESET search_path")
+    admin.execute("SET search_path TO jobledger")
+    assert pg_schema.catalog_fingerprint(admin, "jobledger") == pg_schema.MIGRATIONS[2].fingerprint
+    admin.execute("RESET search_path")
+
+
+def _raw(admin) -> Any:
+    def query(sql: str) -> list[list[Any]]:
+        admin.execute("SET search_path TO jobledger")
+        try:
+            return [list(row.values()) for row in admin.execute(sql).fetchall()]
+        finally:
+            admin.execute("RESET search_path")
+
+    return query
+
+
+def _open(pg_url: str, manifest: dict[str, Any], **options: Any) -> Any:
+    return jobledger.open_store(
+        pg_url, clock=FakeClock(manifest["clock"]["end"]), listen=False, **options
+    )
+
+
+def test_the_dump_is_small_and_of_the_release(manifest: dict[str, Any]) -> None:
+    assert DUMP.stat().st_size < 300_000
+    assert "CREATE SCHEMA jobledger;" in DUMP.read_text("utf-8")
+    assert [m[:3] for m in manifest["migrations"]] == [
+        [m.version, m.name, m.checksum] for m in pg_schema.MIGRATIONS[:3]
+    ]
+
+
+def test_a_v3_schema_of_the_release_upgrades_keeping_every_row(
+    pg_url, admin, v3_schema, manifest
+) -> None:
+    end = manifest["clock"]["end"]
+    with _open(pg_url, manifest) as store:
+        outcome = store.schema_outcome
+        assert (outcome.found, outcome.upgraded_from, outcome.version) == (3, 3, 4)
+        info = store.schema_info()
+        assert [[m.version, m.name, m.checksum, m.applied_at] for m in info.migrations] == [
+            *manifest["migrations"],
+            [4, pg_schema.MIGRATIONS[3].name, pg_schema.MIGRATIONS[3].checksum, end],
+        ]
+        admin.execute("SET search_path TO jobledger")
+        assert (
+            pg_schema.catalog_fingerprint(admin, "jobledger") == pg_schema.MIGRATIONS[3].fingerprint
+        )
+        admin.execute("RESET search_path")
+        assert_reads_back(store, manifest, _raw(admin))
+        assert store.verify().ok
+
+
+@SEQ_IS_HEAP_ORDER
+def test_the_duplicated_key_of_the_release_answers_with_its_oldest_occurrence(
+    pg_url, admin, v3_schema, manifest
+) -> None:
+    with _open(pg_url, manifest) as store:
+        assert_the_duplicated_key_answers_with_its_oldest(store, manifest, _raw(admin))
+        assert store.verify().ok
+
+
+def test_work_continues_on_the_upgraded_schema(pg_url, admin, v3_schema, manifest) -> None:
+    with _open(pg_url, manifest) as store:
+        assert_work_continues(store, manifest)
+
+
+def test_the_release_schema_without_migrate_is_refused_unchanged(
+    pg_url, admin, v3_schema, manifest
+) -> None:
+    admin.execute("SET search_path TO jobledger")
+    before = pg_schema.catalog_fingerprint(admin, "jobledger")
+    rows = admin.execute("SELECT count(*) AS n FROM occurrences").fetchone()
+    admin.execute("RESET search_path")
+    with raises_code("SCHEDULER_MIGRATION_REQUIRED") as refused:
+        _open(pg_url, manifest, migrate=False)
+    assert refused.value.details == {"schemaVersion": 3, "requiredVersion": 4}
+    admin.execute("SET search_path TO jobledger")
+    assert pg_schema.catalog_fingerprint(admin, "jobledger") == before
+    assert admin.execute("SELECT count(*) AS n FROM occurrences").fetchone() == rows
+    admin.execute("RESET search_path")
