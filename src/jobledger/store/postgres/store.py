@@ -228,6 +228,7 @@ class PostgresStore(LedgerStore):
         connect = _option_int(connect_timeout, "connect_timeout", 1, 3600)
         if prepare_threshold is not None:
             _option_int(prepare_threshold, "prepare_threshold", 0, 1_000_000)
+        contract.scalar_text(url, "PostgreSQL URL")  # libpq takes UTF-8: refuse before parsing
         target = redact_url(url)
         try:
             psycopg.conninfo.conninfo_to_dict(url)
