@@ -358,3 +358,114 @@ def test_a_postgresql_url_that_is_not_unicode_is_refused_before_parsing():
         "byte": "0xff",
     }
     assert "s3cr" not in refused.value.message  # nothing of the URL, so no password either
+
+
+# -- through the command line ---------------------------------------------------------------------
+
+BAD_BYTE = b"\xff".decode("utf-8", "surrogateescape")  # how Python hands argv's 0xff to main()
+
+
+def _cli(target: str, *argv: str) -> tuple[int, str]:
+    import io
+
+    from jobledger.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--db", target, *argv],
+        env={},
+        stdin=io.StringIO(""),
+        stdout=out,
+        stderr=err,
+        sleep=lambda seconds: None,
+    )
+    return code, err.getvalue()
+
+
+CLI_TEXT_ARGUMENTS = [
+    (["job", "add", f"bad{BAD_BYTE}id", "--kind", "work"], "JOB"),
+    (["job", "add", "new", "--kind", f"w{BAD_BYTE}"], "--kind"),
+    (["job", "add", "new", "--kind", "work", "--principal", f"user:al{BAD_BYTE}"], "--principal"),
+    (["job", "add", "new", "--kind", "work", "--workspace", BAD_BYTE], "--workspace"),
+    (["job", "show", f"plain{BAD_BYTE}"], "JOB"),
+    (["job", "disable", "plain", "--actor", f"me{BAD_BYTE}"], "--actor"),
+    (["--actor", f"me{BAD_BYTE}", "job", "disable", "plain"], "--actor"),
+    (["job", "remove", "plain", "--reason", f"why{BAD_BYTE}", "--yes"], "--reason"),
+    (["enqueue", f"plain{BAD_BYTE}"], "JOB"),
+    (["enqueue", "plain", "--key", f"order-{BAD_BYTE}42"], "--key"),
+    (["occurrence", "list", "--kind", f"{BAD_BYTE}"], "--kind"),
+    (["occurrence", "list", "--job", f"p{BAD_BYTE}"], "--job"),
+    (["occurrence", "show", f"occ_{BAD_BYTE}"], "OCCURRENCE"),
+    (["cancel", "occ_x", "--reason", f"r{BAD_BYTE}", "--yes"], "--reason"),
+    (["history", "--type", f"t{BAD_BYTE}"], "--type"),
+    (["explain", f"plain{BAD_BYTE}"], "JOB"),
+    (["dead-letter", "requeue", "--all", "--reason", f"r{BAD_BYTE}", "--yes"], "--reason"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"), CLI_TEXT_ARGUMENTS, ids=[" ".join(a[:2]) for a, _ in CLI_TEXT_ARGUMENTS]
+)
+def test_the_command_line_refuses_bytes_that_are_not_utf8_as_a_usage_error(target, argv, option):
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        before = _stored(app.store)
+        code, err = _cli(target, *argv)
+        assert code == 2, err
+        first = err.splitlines()[0]
+        assert first.startswith(f"error: SCHEDULER_INVALID_ARGUMENT: {option} is not valid UTF-8: ")
+        assert "the byte 0xff at byte" in first
+        assert "\\xff" in first  # shown escaped …
+        assert BAD_BYTE not in err  # … never raw
+        assert "INTERNAL" not in err
+        assert _stored(app.store) == before
+
+
+def test_a_json_argument_with_a_byte_that_is_not_utf8_is_a_usage_error(target):
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        before = _stored(app.store)
+        for argv in (
+            ["enqueue", "plain", "--payload", '{"to": "caf' + BAD_BYTE + '"}'],
+            ["job", "add", "new", "--kind", "work", "--payload", f'["{BAD_BYTE}"]'],
+        ):
+            code, err = _cli(target, *argv)
+            assert code == 2, err
+            assert "argument --payload: not valid UTF-8: the byte 0xff at byte" in err
+            assert BAD_BYTE not in err
+        # An escaped lone surrogate is valid JSON text: the store refuses the value by its name.
+        code, err = _cli(target, "enqueue", "plain", "--payload", '["\\udcff"]')
+        assert code == 2, err
+        assert "occurrence.payload is not valid Unicode text" in err
+        assert _stored(app.store) == before
+
+
+def test_real_argv_bytes_through_the_installed_command(target):
+    """Python itself decodes argv (surrogateescape): the same refusal from a real process."""
+    import os
+    import subprocess
+    import sys
+
+    jobledger.open_store(target, migrate=True).close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "jobledger.cli", "--db", target]
+    for argv in (
+        [b"job", b"add", b"bad\xffid", b"--kind", b"k"],
+        [b"job", b"add", b"ok", b"--kind", b"k", b"--payload", b'{"a": "x\xff"}'],
+    ):
+        done = subprocess.run(command + argv, capture_output=True, env=env, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert b"SCHEDULER_INVALID_ARGUMENT" in done.stderr
+        assert b"the byte 0xff" in done.stderr and b"\xff" not in done.stderr
+    with jobledger.open_store(target) as store:
+        assert store.list_jobs() == []
+
+
+def test_a_store_path_may_hold_any_bytes(tmp_path):
+    path = str(tmp_path / "db" / f"jobs-{BAD_BYTE}.sqlite3")  # a Latin-1 name, say
+    code, err = _cli(path, "db", "init")
+    assert code == 0, err
+    code, err = _cli(path, "job", "add", "j", "--kind", "work")
+    assert code == 0, err
+    with jobledger.open_store(path) as store:
+        assert store.get_job("j") is not None

@@ -25,6 +25,7 @@ A traceback is printed only with ``--debug``.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from ..errors import (
@@ -161,9 +162,20 @@ def _unsafe_path_hint(reason: object) -> str | None:
     return None
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    point = ord(match.group(0))
+    if 0xDC80 <= point <= 0xDCFF:  # a byte of the command line that is not UTF-8
+        return f"\\x{point - 0xDC00:02x}"
+    return f"\\u{point:04x}"
+
+
 def error_lines(error: SchedulerError, *, default_target: bool = False) -> list[str]:
-    """``error: CODE: message`` (one line, whatever the message holds) and maybe a hint."""
-    message = " ".join(error.message.split())
+    """``error: CODE: message`` (one line of valid UTF-8, whatever the message holds — argparse
+    quotes a command line's undecodable bytes as they are) and maybe a hint."""
+    message = _SURROGATE.sub(_escaped, " ".join(error.message.split()))
     lines = [f"error: {error.code}: {message}"]
     hint = _hint(error, default_target)
     if hint is not None:
