@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from .errors import InvalidArgument
+from .errors import DataCorrupt, InvalidArgument
 
 __all__ = [
     "AUTHORITY_ENVELOPE_VERSION",
@@ -402,8 +402,19 @@ _DECODER: Final = json.JSONDecoder(parse_int=_parse_number, parse_float=_parse_n
 
 
 def parse_stored_json(text: str) -> Any:
-    """Parse JSON text the way an ECMAScript engine reads it (every number is a double)."""
-    return _DECODER.decode(text)
+    """Parse JSON text the way an ECMAScript engine reads it (every number is a double).
+
+    Raises ``ValueError`` for text that is not JSON, and :class:`DataCorrupt` for JSON nested so
+    deeply (about 1,000 levels) that the parser's recursion gives out: nothing jobledger writes
+    passes 64 levels, so such text in the store is damage, whichever read meets it.
+    """
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise DataCorrupt(
+            f"Stored JSON is nested deeper than jobledger writes ({MAX_JSON_DEPTH} levels) and "
+            "too deep to read"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------

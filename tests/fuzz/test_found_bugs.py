@@ -140,3 +140,28 @@ def test_a_deeply_nested_payload_is_refused_coded_at_every_door(store, depth):
         with pytest.raises(jobledger.InvalidArgument, match="depth"):
             call()
     assert store.count_occurrences() == []
+
+
+def test_stored_json_nested_too_deeply_to_read_is_data_corrupt(tmp_path):
+    import sqlite3
+
+    from jobledger.planning.planner import Planner
+
+    path = tmp_path / "db" / "s.sqlite3"
+    with jobledger.open_store(path, clock=FakeClock()) as store:
+        store.create_job(id="j", kind="work", authority=AUTHORITY)
+        # SQLite's json_valid() accepts 1,000 levels; Python's recursive parser gives out first.
+        deep = "[" * 1_000 + "1" + "]" * 1_000
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("UPDATE jobs SET trigger_json = ?, payload_json = ?", (deep, deep))
+        conn.close()
+        for call in (
+            lambda: store.get_job("j"),
+            lambda: store.list_jobs(),
+            lambda: store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t"),
+        ):
+            with pytest.raises(jobledger.DataCorrupt):
+                call()
+        Planner(store).tick()  # not a schedule: nothing to plan, nothing raised
+        assert store.count_occurrences() == []

@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 
 import jobledger
 from jobledger import Fail, Retry
+from jobledger.contract import OCCURRENCE_STATUSES
 from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.engine.observe import notify
-from jobledger.contract import OCCURRENCE_STATUSES
 from jobledger.errors import InvalidArgument
 from jobledger.metrics import PrometheusObserver, StoreCollector, serve_metrics
 from jobledger.planning.planner import Planner

@@ -287,9 +287,8 @@ def test_a_missing_or_unreadable_payload_file_is_a_clear_usage_error(target, tmp
     assert code == 2
     assert "is not valid UTF-8: the byte 0xe9 at byte 13" in err
     # Two options cannot both read stdin.
-    code, _out, err = _cli(
-        target, "job", "add", "k", "--kind", "w", "--payload", "-", "--payload", "-"
-    )
+    argv = ["job", "add", "k", "--kind", "w", "--payload", "-", "--payload", "-"]
+    code, _out, err = _cli(target, *argv, stdin="{}")
     assert code == 2 and "stdin (-) was already read" in err
     assert _occurrences(target) == []
 

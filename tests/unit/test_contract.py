@@ -691,6 +691,16 @@ def test_parse_stored_json_reads_numbers_as_doubles():
     assert type(parse_stored_json("1e300")) is float
 
 
+def test_parse_stored_json_too_deep_to_read_is_data_corrupt():
+    from jobledger.errors import DataCorrupt
+
+    assert parse_stored_json("[" * 500 + "]" * 500) is not None
+    with pytest.raises(DataCorrupt):
+        parse_stored_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError):  # not JSON: the caller says which value
+        parse_stored_json("[")
+
+
 def test_parse_stored_json_roundtrips_canonical_text():
     value = {"2": [0.1, 1e21, "\U0001f600"], "a": None, "é": True}
     assert canonical_json(parse_stored_json(canonical_json(value))) == canonical_json(value)
