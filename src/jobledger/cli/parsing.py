@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -95,8 +96,8 @@ class CommandParser(argparse.ArgumentParser):
         *,
         stdin: TextIO | None = None,
     ) -> Any:
-        """Parse, with ``stdin`` as what a JSON option's ``-`` reads; then refuse any text value
-        that is not valid UTF-8 (paths aside: :data:`PATH_DESTS`)."""
+        """Parse, with ``stdin`` (default: the process's) as what a JSON option's ``-`` reads;
+        then refuse any text value that is not valid UTF-8 (paths aside: :data:`PATH_DESTS`)."""
         with _reading_from(stdin):
             parsed = super().parse_args(args, namespace)
         chosen = _chosen_parser(self, parsed)
@@ -298,7 +299,8 @@ def _natural(text: str, minimum: int) -> int:
     return value
 
 
-# What a JSON option's "-" reads while a command line is parsed (main() passes its stdin).
+# What a JSON option's "-" reads while a command line is parsed (main() passes its stdin), and
+# whether an option read it already.
 _STDIN: ContextVar[_Stdin | None] = ContextVar("jobledger_cli_stdin", default=None)
 
 
@@ -310,7 +312,7 @@ class _Stdin:
 
 @contextmanager
 def _reading_from(stdin: TextIO | None) -> Iterator[None]:
-    token = _STDIN.set(None if stdin is None else _Stdin(stdin))
+    token = _STDIN.set(_Stdin(sys.stdin if stdin is None else stdin))
     try:
         yield
     finally:
@@ -348,9 +350,7 @@ def _read_stream(stream: BinaryIO | TextIO, source: str) -> str:
 
 
 def _read_stdin() -> str:
-    holder = _STDIN.get()
-    if holder is None:
-        raise InvalidArgument("- (stdin) is not available here")
+    holder = _STDIN.get() or _Stdin(sys.stdin)  # a type function called outside parse_args
     if holder.read:
         raise InvalidArgument("stdin (-) was already read by another option: pass a file (@path)")
     holder.read = True
@@ -374,7 +374,7 @@ def _read_file(path: str) -> str:
         raise InvalidArgument(f"cannot read @{shown}: {exc.strerror or exc}") from None
 
 
-def json_text(text: str) -> str:
+def _json_text(text: str) -> str:
     """The JSON text a JSON option names: the argument itself, ``@path`` (the file's content)
     or ``-`` (stdin), as valid UTF-8 text."""
     if text == "-":
@@ -386,7 +386,7 @@ def json_text(text: str) -> str:
     return text
 
 
-def parse_json(text: str) -> Any:
+def _parse_json(text: str) -> Any:
     """Parse JSON text (no NaN or Infinity). Nesting deep enough to exhaust the parser's stack
     is refused like any other value nested deeper than the limit (the store refuses the rest)."""
 
@@ -403,7 +403,7 @@ def parse_json(text: str) -> Any:
 
 
 def _json_value(text: str) -> Any:
-    return parse_json(json_text(text))
+    return _parse_json(_json_text(text))
 
 
 instant_arg: Callable[[str], int] = _typed(parse_instant, "instant")
