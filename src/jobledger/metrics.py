@@ -35,7 +35,7 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
 
 Label cardinality is bounded: ``kind`` by the handlers in code for the observer's series, and
-for the collector's by a cap — only kinds with live work (queued, running, retry_wait) or dead
+for the collector's by a cap — only kinds with live work (``LIVE_STATUSES``) or dead
 letters get series of their own, at most ``max_kinds`` (default 100) of them, ranked by live work;
 every other kind is summed into ``kind="other"``, so totals by status stay exact however many
 kinds a store has ever seen. ``status`` and ``state`` are bounded by the state machine, ``owner``
