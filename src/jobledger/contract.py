@@ -11,7 +11,14 @@ Canonical JSON is **byte-identical to ECMAScript ``JSON.stringify``** of the key
   enumerates them;
 * numbers printed with ECMAScript Number-to-String (``1`` not ``1.0``, ``1e+21``, ``1.5e-7``);
 * strings escape ``"``, ``\\`` and control characters (``\\b \\f \\n \\r \\t``, others
-  ``\\u00xx``) and lone surrogates (``\\udxxx``); everything else is emitted raw as UTF-8.
+  ``\\u00xx``); everything else is emitted raw as UTF-8.
+
+Text is Unicode scalar values: a high and a low surrogate next to each other in a Python ``str``
+are the one astral character they spell in UTF-16 (as in ECMAScript), and a *lone* surrogate is
+refused (``SCHEDULER_INVALID_ARGUMENT``) in identifiers, JSON strings and JSON keys alike. This is
+where ``JSON.stringify`` would write a ``\\udxxx`` escape; jobledger stores no text that UTF-8
+cannot encode (it is also how Python spells an invalid byte it decoded with ``surrogateescape``:
+``U+DC80``–``U+DCFF``, e.g. from a command line).
 
 Python specifics the reference does not have: ``bool`` is never an integer; an ``int`` is accepted
 in JSON only when an IEEE 754 double holds it exactly (so no value silently changes), and
@@ -28,7 +35,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from .errors import InvalidArgument
+from .errors import DataCorrupt, InvalidArgument
 
 __all__ = [
     "AUTHORITY_ENVELOPE_VERSION",
@@ -75,6 +82,7 @@ __all__ = [
     "normalize_queue_name",
     "occurrence_identity",
     "parse_stored_json",
+    "scalar_text",
 ]
 
 CONTRACT_VERSION: Final = 1
@@ -185,15 +193,45 @@ def _utf16_length(text: str) -> int:
 
 
 _FORBIDDEN_IDENTIFIER_CHARACTER: Final = re.compile("[\x00-\x1f\x7f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def scalar_text(text: str, field: str) -> str:
+    """``text`` as Unicode scalar values, or :class:`InvalidArgument` naming ``field``.
+
+    A high surrogate followed by a low one becomes the astral character the pair spells in
+    UTF-16 (an ECMAScript string holding those two code units *is* that character); a lone
+    surrogate — which no UTF-8 encoder can write, and which is how Python decodes an invalid
+    byte with ``surrogateescape`` — is refused. The one check every identifier, JSON string and
+    JSON key goes through.
+    """
+    # isascii() is O(1) on CPython's compact strings: the common case costs nothing.
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    lone = _SURROGATE.search(joined)
+    if lone is None:
+        return joined
+    point = ord(lone.group(0))
+    details: dict[str, Any] = {"field": field, "codePoint": f"U+{point:04X}"}
+    hint = ""
+    if 0xDC80 <= point <= 0xDCFF:  # surrogateescape's spelling of the byte point - 0xDC00
+        details["byte"] = f"0x{point - 0xDC00:02x}"
+        hint = f" (how Python reads the byte {details['byte']}, which is not valid UTF-8)"
+    raise InvalidArgument(
+        f"{field} is not valid Unicode text: it holds a lone surrogate, U+{point:04X}{hint}",
+        details=details,
+    )
 
 
 def normalize_identifier(
     value: object, field: str, *, max_length: int = MAX_IDENTIFIER_LENGTH
 ) -> str:
-    """Trim ECMAScript whitespace; reject empty, too long (UTF-16 units) or C0/DEL characters."""
+    """Trim ECMAScript whitespace; reject empty, too long (UTF-16 units), C0/DEL characters or
+    lone surrogates (see :func:`scalar_text`)."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{field} must be a string")
-    text = value.strip(_JS_WHITESPACE)
+    text = scalar_text(value, field).strip(_JS_WHITESPACE)
     # A string of n code points has between n and 2n UTF-16 units: only encode when it matters.
     too_long = len(text) > max_length or (
         2 * len(text) > max_length and _utf16_length(text) > max_length
@@ -252,22 +290,12 @@ def _ordered_keys(keys: list[str]) -> list[str]:
     return indexes + names
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _join_surrogate_pairs(text: str) -> str:
-    # A Python str may hold a high and a low surrogate as two code points; an ECMAScript string
-    # holding the same two code units is one astral character. Join them so both agree.
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
 def normalize_json(value: object, field: str = "value") -> Any:
     """Return a plain JSON value (dict/list/str/int/float/bool/None) with keys in canonical order.
 
     Raises :class:`InvalidArgument` for non-JSON values, cycles, non-finite numbers, integers a
-    double cannot hold, nesting deeper than 64, or an encoding larger than 1 MiB.
+    double cannot hold, strings or keys holding a lone surrogate, nesting deeper than 64, or an
+    encoding larger than 1 MiB.
     """
     normalized = _normalize(value, field, 0, set())
     size = len(_encode(normalized).encode("utf-8"))
@@ -282,7 +310,7 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
     if value is None or type(value) is bool:
         return value
     if type(value) is str:
-        return _join_surrogate_pairs(value)
+        return scalar_text(value, field)
     if type(value) is int:
         try:
             exact = float(value) == value
@@ -310,7 +338,7 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
                     if type(key) is not str:
                         raise InvalidArgument(f"{field} object keys must be strings")
                 items = {
-                    _join_surrogate_pairs(k): _normalize(v, field, depth + 1, active)
+                    scalar_text(k, field): _normalize(v, field, depth + 1, active)
                     for k, v in value.items()
                 }
                 return {k: items[k] for k in _ordered_keys(list(items))}
@@ -331,6 +359,8 @@ _ESCAPES: Final = {
     "\r": "\\r",
     "\t": "\\t",
 }
+# Validated text holds no lone surrogate (scalar_text); escaping one anyway, as JSON.stringify
+# does, keeps encode_trusted_json and json_string from ever producing text UTF-8 cannot hold.
 _NEEDS_ESCAPE: Final = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
 
 
@@ -421,8 +451,19 @@ _DECODER: Final = json.JSONDecoder(parse_int=_parse_number, parse_float=_parse_n
 
 
 def parse_stored_json(text: str) -> Any:
-    """Parse JSON text the way an ECMAScript engine reads it (every number is a double)."""
-    return _DECODER.decode(text)
+    """Parse JSON text the way an ECMAScript engine reads it (every number is a double).
+
+    Raises ``ValueError`` for text that is not JSON, and :class:`DataCorrupt` for JSON nested so
+    deeply (about 1,000 levels) that the parser's recursion gives out: nothing jobledger writes
+    passes 64 levels, so such text in the store is damage, whichever read meets it.
+    """
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise DataCorrupt(
+            f"Stored JSON is nested deeper than jobledger writes ({MAX_JSON_DEPTH} levels) and "
+            "too deep to read"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,9 +599,9 @@ def occurrence_identity(
     """
     material = (
         f'{{"contractVersion":{CONTRACT_VERSION},'
-        f'"jobId":{_encode_string(_join_surrogate_pairs(job_id))},'
+        f'"jobId":{_encode_string(job_id)},'
         f'"jobRevision":{job_revision},"scheduledFor":{scheduled_for},'
-        f'"triggerKey":{_encode_string(_join_surrogate_pairs(trigger_key))}}}'
+        f'"triggerKey":{_encode_string(trigger_key)}}}'
     )
     digest = hashlib.sha256(IDENTITY_PREFIX + material.encode("utf-8")).hexdigest()
     return f"occ_{digest}", f"scheduler:v1:{digest}"

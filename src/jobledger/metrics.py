@@ -32,15 +32,20 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_planner_skipped_runs_total              counter
     jobledger_occurrences{status,kind}                gauge   (collector)
     jobledger_oldest_due_age_seconds{kind}            gauge   (collector)
+    jobledger_store_kinds{state}                      gauge   (collector: shown|folded)
     jobledger_leases_held{owner}                      gauge   (collector)
     jobledger_workers{state}                          gauge   (collector: active|stale)
     jobledger_store_up                                gauge   (collector: 1 if the read worked)
     jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
 
-Label cardinality is bounded: ``kind`` by the handlers in code, ``status`` and ``state`` by the
-state machine, ``owner`` by the workers holding leases *right now* (a series disappears when its
-owner's leases end; each worker start has a new owner id). Occurrence ids, job ids, payloads and
-error texts never become labels.
+Label cardinality is bounded: ``kind`` by the handlers in code for the observer's series, and
+for the collector's by a cap — only kinds with live work (``LIVE_STATUSES``) or dead
+letters get series of their own, at most ``max_kinds`` (default 100) of them, ranked by live work;
+every other kind is summed into ``kind="other"``, so totals by status stay exact however many
+kinds a store has ever seen. ``status`` and ``state`` are bounded by the state machine, ``owner``
+by the workers holding leases *right now* (a series disappears when its owner's leases end; each
+worker start has a new owner id). Occurrence ids, job ids, payloads and error texts never become
+labels.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .contract import OCCURRENCE_STATUSES
+from .contract import LIVE_STATUSES, OCCURRENCE_STATUSES
 from .durations import ms_from_timedelta
 from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
@@ -74,6 +79,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DURATION_BUCKETS",
     "DEFAULT_LAG_BUCKETS",
+    "DEFAULT_MAX_KINDS",
+    "OTHER_KIND",
     "MetricsServer",
     "MetricsService",
     "PrometheusObserver",
@@ -93,6 +100,11 @@ DEFAULT_LAG_BUCKETS: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
 )  # fmt: skip
 DEFAULT_STALE_AFTER = WORKER_STALE_AFTER
+# The most kinds with series of their own in the store collector's per-kind families: 100 kinds
+# are ~700 series; a store that has seen 2,000 kinds would otherwise export 14,000 per scrape.
+DEFAULT_MAX_KINDS = 100
+# The label the collector sums every other kind into (a real kind of that name is summed there).
+OTHER_KIND = "other"
 _UNKNOWN_KIND = "unknown"
 # The settlement statuses a RunResult can carry; "idle" and "busy" mean nothing ran.
 _NOT_RUN = frozenset({"idle", "busy"})
@@ -262,13 +274,29 @@ class StoreCollector(Collector):
     ``lease_holders``, ``list_workers`` and ``schema_info``. A worker is *active* when it has not
     stopped and was seen within ``stale_after`` (default 60 s, six default heartbeats). When the
     store cannot be read, ``jobledger_store_up`` is 0 and the other families are left out.
+
+    Per-kind series are bounded (:meth:`shown_kinds`): a kind has its own while it has live work
+    or dead letters, for at most ``max_kinds`` kinds; the rest are summed into
+    ``kind="other"`` (:data:`OTHER_KIND`), and ``jobledger_store_kinds`` says how many kinds are
+    shown and how many folded. Stateless: every process exporting one store exports the same.
     """
 
-    def __init__(self, store: Store, *, stale_after: timedelta = DEFAULT_STALE_AFTER) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+        max_kinds: int = DEFAULT_MAX_KINDS,
+    ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument("store must be a jobledger Store")
+        if type(max_kinds) is not int or not 1 <= max_kinds <= 10_000:
+            raise InvalidArgument(
+                "max_kinds must be an integer from 1 to 10,000", details={"field": "max_kinds"}
+            )
         self.store = store
         self.stale_after_ms = ms_from_timedelta(stale_after, "stale_after", minimum_ms=1)
+        self.max_kinds = max_kinds
 
     def describe(self) -> Iterable[Metric]:
         # Names only, so registering does not read the store.
@@ -276,9 +304,9 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         families = self._families()
-        occurrences, oldest, leases, workers, up, build = families
+        [up] = [family for family in families if family.name == "jobledger_store_up"]
         try:
-            self._fill(occurrences, oldest, leases, workers, build)
+            self._fill(families)
         except SchedulerError:
             logger.warning("metrics: the store could not be read", exc_info=True)
             up.add_metric([], 0)
@@ -301,6 +329,12 @@ class StoreCollector(Collector):
                 labels=["kind"],
             ),
             GaugeMetricFamily(
+                "jobledger_store_kinds",
+                "Kinds in the store: with series of their own (shown) or summed into "
+                'kind="other" (folded: nothing live and no dead letters, or over the cap).',
+                labels=["state"],
+            ),
+            GaugeMetricFamily(
                 "jobledger_leases_held",
                 "Live leases per owner (bounded by the workers holding leases now).",
                 labels=["owner"],
@@ -318,14 +352,28 @@ class StoreCollector(Collector):
             ),
         ]
 
-    def _fill(
-        self,
-        occurrences: GaugeMetricFamily,
-        oldest: GaugeMetricFamily,
-        leases: GaugeMetricFamily,
-        workers: GaugeMetricFamily,
-        build: GaugeMetricFamily,
-    ) -> None:
+    def shown_kinds(self, counts: dict[tuple[str, str], int]) -> list[str]:
+        """The kinds with series of their own, by name, from ``{(status, kind): count}``.
+
+        A kind whose occurrences have all succeeded or been cancelled has nothing to watch: it
+        is folded into ``other``, so kinds used once stop costing series. Kinds with live work
+        or dead letters (which wait for an operator) are ranked by live work, then dead letters,
+        then name, and the first ``max_kinds`` are shown.
+        """
+        live: dict[str, int] = {}
+        dead: dict[str, int] = {}
+        for (status, kind), count in counts.items():
+            if status in LIVE_STATUSES:
+                live[kind] = live.get(kind, 0) + count
+            elif status == "dead_letter":
+                dead[kind] = dead.get(kind, 0) + count
+        watched = {kind for kind in (*live, *dead) if live.get(kind) or dead.get(kind)}
+        watched.discard(OTHER_KIND)  # a real kind of that name is summed into the bucket
+        ranked = sorted(watched, key=lambda kind: (-live.get(kind, 0), -dead.get(kind, 0), kind))
+        return sorted(ranked[: self.max_kinds])
+
+    def _fill(self, families: list[GaugeMetricFamily]) -> None:
+        occurrences, oldest, kinds_family, leases, workers, _up, build = families
         store = self.store
         now = store.now()
         counts: dict[tuple[str, str], int] = {}
@@ -333,15 +381,30 @@ class StoreCollector(Collector):
         for row in store.count_occurrences():
             counts[(row.status, row.kind)] = counts.get((row.status, row.kind), 0) + row.count
             kinds.add(row.kind)
-        # Every status of every known kind, zeros included, so an alert on a status that has
-        # never happened yet reads 0 instead of nothing.
-        for kind in sorted(kinds):
+        shown = self.shown_kinds(counts)
+        shown_set = set(shown)
+        folded = kinds - shown_set
+        # Every status of every shown kind, zeros included, so an alert on a status that has
+        # never happened yet reads 0 instead of nothing; the rest summed into "other".
+        for kind in shown:
             for status in OCCURRENCE_STATUSES:
                 occurrences.add_metric([status, kind], counts.get((status, kind), 0))
+        if folded:
+            other = dict.fromkeys(OCCURRENCE_STATUSES, 0)
+            for (status, kind), count in counts.items():
+                if kind not in shown_set:
+                    other[status] = other.get(status, 0) + count
+            for status, count in other.items():
+                occurrences.add_metric([status, OTHER_KIND], count)
         due = {item.kind: item.due_at for item in store.oldest_due()}
-        for kind in sorted(kinds | set(due)):
-            age = max(0, now - due[kind]) / 1000 if kind in due else 0.0
-            oldest.add_metric([kind], age)
+        for kind in shown:
+            oldest.add_metric([kind], max(0, now - due[kind]) / 1000 if kind in due else 0.0)
+        folded_due = [due_at for kind, due_at in due.items() if kind not in shown_set]
+        if folded or folded_due:
+            age = max(0, now - min(folded_due)) / 1000 if folded_due else 0.0
+            oldest.add_metric([OTHER_KIND], age)
+        kinds_family.add_metric(["shown"], len(shown))
+        kinds_family.add_metric(["folded"], len(kinds | set(due)) - len(shown))
         for holder in store.lease_holders():
             leases.add_metric([holder.owner_id], holder.leases)
         active = stale = 0

@@ -118,15 +118,47 @@ HOSTILE_TEXT = [
     "\n",
     "a" * 129,
     "a" * 257,
+    # Text that is not Unicode scalar values (chr(): linters cannot tell surrogates apart):
+    chr(0xD800),  # a lone high surrogate
+    "a" + chr(0xDFFF) + "b",  # a lone low one
+    chr(0xDE00) + chr(0xD83D),  # low before high: two lone ones, not a pair
+    chr(0xD83D) + chr(0xDE00),  # a pair: the astral character U+1F600, which is fine
+    b"bad\xffid".decode("utf-8", "surrogateescape"),  # argv's invalid byte, as Python reads it
 ]
+
+
+def invalid_bytes() -> st.SearchStrategy[str]:
+    """Text as Python decodes arbitrary bytes from argv, file names or the environment
+    (``surrogateescape``): every byte that is not UTF-8 becomes a lone U+DC80–U+DCFF."""
+    return st.binary(min_size=1, max_size=16).map(
+        lambda raw: raw.decode("utf-8", "surrogateescape")
+    )
 
 
 def text() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(HOSTILE_TEXT),
-        st.text(max_size=40),
+        st.text(max_size=40),  # no surrogates: Hypothesis leaves category Cs out by default
+        st.text(st.characters(exclude_categories=()), max_size=12),  # … here they may appear
+        st.text(st.characters(categories=["Cs"]), min_size=1, max_size=4),  # … here they do
+        invalid_bytes(),
         st.from_regex(r"[a-z][a-z0-9_.:-]{0,30}", fullmatch=True),
     )
+
+
+def deeply_nested() -> st.SearchStrategy[Any]:
+    """Arrays and objects nested from just under the 64-level limit to far past the depth at
+    which a recursive encoder or parser runs out of stack."""
+
+    def wrap(depth_and_object: tuple[int, bool]) -> Any:
+        depth, as_object = depth_and_object
+        value: Any = 1
+        for _ in range(depth):
+            value = {"k": value} if as_object else [value]
+        return value
+
+    depths = st.one_of(st.integers(62, 70), st.sampled_from([1_000, 5_000, 20_000]))
+    return st.tuples(depths, st.booleans()).map(wrap)
 
 
 def integers() -> st.SearchStrategy[int]:
@@ -146,12 +178,15 @@ json_leaf = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     text(),
 )
-json_values = st.recursive(
-    json_leaf,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(text(), inner, max_size=4)
+json_values = st.one_of(
+    st.recursive(
+        json_leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(text(), inner, max_size=4)
+        ),
+        max_leaves=12,
     ),
-    max_leaves=12,
+    deeply_nested(),
 )
 
 

@@ -5,9 +5,11 @@ never ``SCHEDULER_INTERNAL_ERROR`` (an uncaught exception inside) and never an e
 
 Command lines are generated from the parser itself: a command path from the real command tree,
 its positionals and a random subset of its options, each value drawn from plausible values (ids
-that exist, instants, durations, JSON, cron expressions) and hostile ones. Plus entirely random
-word lists. Left out: ``worker`` (imports the module it is named) and ``web`` (serves until
-stopped), ``history --follow`` (follows until interrupted); ``--db`` is always this test's store.
+that exist, instants, durations, JSON, cron expressions) and hostile ones (bytes that are not
+UTF-8, as Python hands them over; ``@file`` and ``-`` JSON forms; JSON nested 100,000 deep).
+Plus entirely random word lists. Left out: ``worker`` (imports the module it is named) and
+``web`` (serves until stopped), ``history --follow`` (follows until interrupted); ``--db`` is
+always this test's store.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from hypothesis import strategies as st
 import jobledger
 from jobledger.cli import build_parser, main
 
-from .support import budget, call_coded, counted, snapshot, text
+from .support import budget, call_coded, counted, invalid_bytes, snapshot, text
 
 EXIT_STATUSES = {0, 1, 2, 3, 4, 5}
 CODED_LINE = re.compile(r"^error: [A-Z][A-Z0-9_]+: ")
@@ -82,8 +84,20 @@ PLAUSIBLE = [
 ]
 
 
+def _deep_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
 def values() -> st.SearchStrategy[str]:
-    return st.one_of(st.sampled_from(PLAUSIBLE), text().map(lambda t: t.replace("\x00", "")))
+    return st.one_of(
+        st.sampled_from(PLAUSIBLE),
+        # argv words: any bytes but NUL, decoded as Python decodes them (surrogateescape)
+        text().map(lambda t: t.replace("\x00", "")),
+        invalid_bytes().map(lambda t: t.replace("\x00", "")),
+        # JSON options' other forms and nesting past what json.loads can recurse through
+        st.sampled_from(["-", "@", "@/nonexistent/payload.json", "@/dev/null", "@/"]),
+        st.sampled_from([63, 64, 65, 1_000, 10_000, 100_000]).map(_deep_json),
+    )
 
 
 @st.composite

@@ -104,3 +104,64 @@ def test_a_catalog_value_that_is_not_text_is_refused_coded(tmp_path):
     with pytest.raises(jobledger.SchemaCorrupt):
         jobledger.open_store(path, clock=FakeClock())
     assert path.read_bytes() == before
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("key", ["version", "type"])
+def test_a_deeply_nested_schedule_field_is_refused_coded(store, key):
+    # The message quoted the value with repr(), which recursed through all of it.
+    trigger = {"jobledger": "schedule", "version": 1, "type": "cron", key: _nested(5_000)}
+    with pytest.raises(jobledger.InvalidArgument) as refused:
+        jobledger.parse_trigger(trigger)
+    assert len(refused.value.message) < 300
+    with pytest.raises(jobledger.InvalidArgument):
+        store.create_job(id="j", kind="work", authority=AUTHORITY, trigger=trigger)
+    assert store.get_job("j") is None
+
+
+@pytest.mark.parametrize("depth", [65, 5_000, 100_000])
+def test_a_deeply_nested_payload_is_refused_coded_at_every_door(store, depth):
+    value = _nested(depth)
+    store.create_job(id="j", kind="work", authority=AUTHORITY)
+    for call in (
+        lambda: store.create_job(id="k", kind="work", authority=AUTHORITY, payload=value),
+        lambda: store.update_job("j", expected_revision=1, patch={"payload": value}),
+        lambda: store.enqueue_occurrence(
+            job_id="j", scheduled_for=0, trigger_key="t", payload=value
+        ),
+        lambda: jobledger.canonical_json(value),
+    ):
+        with pytest.raises(jobledger.InvalidArgument, match="depth"):
+            call()
+    assert store.count_occurrences() == []
+
+
+def test_stored_json_nested_too_deeply_to_read_is_data_corrupt(tmp_path):
+    import sqlite3
+
+    from jobledger.planning.planner import Planner
+
+    path = tmp_path / "db" / "s.sqlite3"
+    with jobledger.open_store(path, clock=FakeClock()) as store:
+        store.create_job(id="j", kind="work", authority=AUTHORITY)
+        # SQLite's json_valid() accepts 1,000 levels; Python's recursive parser gives out first.
+        deep = "[" * 1_000 + "1" + "]" * 1_000
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("UPDATE jobs SET trigger_json = ?, payload_json = ?", (deep, deep))
+        conn.close()
+        for call in (
+            lambda: store.get_job("j"),
+            lambda: store.list_jobs(),
+            lambda: store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="t"),
+        ):
+            with pytest.raises(jobledger.DataCorrupt):
+                call()
+        Planner(store).tick()  # not a schedule: nothing to plan, nothing raised
+        assert store.count_occurrences() == []

@@ -118,6 +118,61 @@ def test_schedule_json_given_to_the_store_then_planned(trigger, later):
         call_coded("Planner.tick", lambda: Planner(store).tick())
 
 
+class _Raw(str):
+    """JSON punctuation on :func:`_dumps`' stack (a plain ``str`` there is a value)."""
+
+
+def _dumps(value: object) -> str:
+    """``json.dumps``, also for values nested deeper than it can recurse (``deeply_nested()``
+    inside a schedule): the same text, built with an explicit stack."""
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        return _dumps_with_a_stack(value)
+
+
+def _dumps_with_a_stack(value: object) -> str:
+    out: list[str] = []
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item)
+        elif isinstance(item, list):
+            out.append("[")
+            stack.append(_Raw("]"))
+            for index in range(len(item) - 1, -1, -1):
+                stack.append(item[index])
+                if index:
+                    stack.append(_Raw(", "))
+        elif isinstance(item, dict):
+            out.append("{")
+            stack.append(_Raw("}"))
+            pairs = list(item.items())
+            for index in range(len(pairs) - 1, -1, -1):
+                key, inner = pairs[index]
+                stack.append(inner)
+                stack.append(_Raw(json.dumps(key) + ": "))
+                if index:
+                    stack.append(_Raw(", "))
+        else:
+            out.append(json.dumps(item))
+    return "".join(out)
+
+
+def test_the_deep_json_writer_matches_json_dumps():
+    value = {"a": [1, {"b": None, "c": "x"}, []], "d": {}, "e": [[2.5, True]]}
+    assert _dumps(_deep(value)) == '{"k": [' * 3_000 + json.dumps(value) + "]}" * 3_000
+    shallow = _deep(value, 2)
+    assert _dumps_with_a_stack(shallow) == json.dumps(shallow)
+
+
+def _deep(value: object, depth: int = 3_000) -> object:
+    for _ in range(depth):
+        value = {"k": [value]}
+    return value
+
+
 @budget(short=150, long=5_000)
 @given(stored=st.one_of(mutated_schedule(), json_values), raw=st.booleans(), junk=text())
 def test_schedule_json_damaged_in_the_database(planner_store, stored, raw, junk):
@@ -127,7 +182,9 @@ def test_schedule_json_damaged_in_the_database(planner_store, stored, raw, junk)
     job_id = "damaged"
     if store.get_job(job_id) is None:
         store.create_job(id=job_id, kind="work", authority=AUTHORITY, trigger=VALID[1])
-    text_value = junk if raw else json.dumps(stored)
+    # Text the database can hold: a lone surrogate cannot be UTF-8, so it arrives as U+FFFD.
+    text_value = junk.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    text_value = text_value if raw else _dumps(stored)
     conn = sqlite3.connect(target)
     try:
         with conn:

@@ -297,10 +297,12 @@ def test_open_store_arguments(tmp_path: Path) -> None:
     def run(target: Any, options: dict[str, Any]) -> None:
         if isinstance(target, str):
             # Never a path outside the test's directory, never a server but a closed local port.
+            # surrogatepass: generated text may hold lone surrogates, which quote() cannot encode.
+            quoted = quote(target.encode("utf-8", "surrogatepass"), safe="")
             if target.startswith("postgres"):
-                target = f"postgresql://fuzz:{quote(target, safe='')}@127.0.0.1:1/x"
+                target = f"postgresql://fuzz:{quoted}@127.0.0.1:1/x"
             elif target != ":memory:":
-                target = str(tmp_path / "targets" / quote(target, safe="")[:50])
+                target = str(tmp_path / "targets" / quoted[:50])
         ok, store = call_coded("open_store", lambda: jobledger.open_store(target, **options))
         if ok:
             store.close()

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 import jobledger
 from jobledger import Fail, Retry
+from jobledger.contract import OCCURRENCE_STATUSES
 from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.engine.observe import notify
 from jobledger.errors import InvalidArgument
@@ -155,20 +156,26 @@ def check_observer_numbers(scraped) -> None:
 
 
 def check_store_numbers(scraped) -> None:
+    # "ok" has live work and "bad" dead letters: series of their own. Every occurrence of
+    # "flaky" and "slow" succeeded: nothing to watch, so they are summed into "other".
     expected = {
         ("ok", "succeeded"): OK + 1,
         ("ok", "queued"): 1,
         ("ok", "running"): 1,
         ("bad", "dead_letter"): BAD,
-        ("flaky", "succeeded"): 1,
-        ("slow", "succeeded"): 1,
+        ("other", "succeeded"): 2,
     }
-    for kind in ("ok", "bad", "flaky", "slow"):
-        for status in ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled"):
+    for kind in ("ok", "bad", "other"):
+        for status in OCCURRENCE_STATUSES:
             count = expected.get((kind, status), 0)
             assert value(scraped, "jobledger_occurrences", kind=kind, status=status) == count
+    per_kind = {dict(labels)["kind"] for name, labels in scraped if name == "jobledger_occurrences"}
+    assert per_kind == {"ok", "bad", "other"}
+    assert value(scraped, "jobledger_store_kinds", state="shown") == 2
+    assert value(scraped, "jobledger_store_kinds", state="folded") == 2
     assert value(scraped, "jobledger_oldest_due_age_seconds", kind="ok") == 42.0
     assert value(scraped, "jobledger_oldest_due_age_seconds", kind="bad") == 0.0
+    assert value(scraped, "jobledger_oldest_due_age_seconds", kind="other") == 0.0
     assert value(scraped, "jobledger_leases_held", owner="metrics-worker") == 1
     assert [name for name, labels in scraped if name == "jobledger_leases_held"] == [
         "jobledger_leases_held"
@@ -276,3 +283,135 @@ def test_serve_metrics_checks_its_arguments(tmp_path):
     assert "jobledger_worker_slots_busy 0.0" in text
     assert "jobledger_occurrences" not in text
     server.close()  # idempotent
+
+
+# -- bounded per-kind series ----------------------------------------------------------------------
+
+AUTHORITY = {"principal": {"type": "user", "id": "metrics"}}
+
+
+def store_scrape(store, **options) -> tuple[str, dict]:
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store, **options))
+    text = prometheus_client.generate_latest(registry).decode()
+    return text, samples(text)
+
+
+def many_kinds(store, clock: FakeClock, kinds: int) -> None:
+    """``kinds`` kinds, one job each: every kind 2 successes, the first 30 one dead letter too,
+    and kind i then has i % 7 queued occurrences (so 6 in 7 kinds have live work, in different
+    amounts)."""
+
+    def enqueue(counts: dict[int, int], prefix: str) -> None:
+        requests = [
+            jobledger.EnqueueRequest(
+                job_id=f"job-{i:04}", scheduled_for=store.now(), trigger_key=f"{prefix}{n}"
+            )
+            for i, count in counts.items()
+            for n in range(count)
+        ]
+        for start in range(0, len(requests), 5_000):
+            store.enqueue_batch(requests[start : start + 5_000])
+
+    for index in range(kinds):
+        store.create_job(
+            id=f"job-{index:04}", kind=f"kind-{index:04}", authority=AUTHORITY, max_attempts=1
+        )
+    enqueue({i: 3 if i < 30 else 2 for i in range(kinds)}, "settled-")
+    settled: dict[str, int] = {}
+    while claimed := store.claim_batch(owner_id="w", lease_ms=60_000, limit=1000):
+        settlements = []
+        for occurrence in claimed:
+            n = settled[occurrence.job_id] = settled.get(occurrence.job_id, 0) + 1
+            settlements.append(
+                jobledger.Settlement(
+                    occurrence_id=occurrence.id,
+                    owner_id="w",
+                    fence=occurrence.fence,
+                    outcome="failed" if n == 3 else "succeeded",
+                    retryable=False,
+                )
+            )
+        store.settle_batch(settlements)
+    enqueue({i: i % 7 for i in range(kinds)}, "queued-")
+    clock.advance(timedelta(seconds=30))
+
+
+def test_two_thousand_kinds_export_a_bounded_scrape(target):
+    clock = FakeClock(DEFAULT_START_MS)
+    with jobledger.open_store(target, clock=clock) as store:
+        many_kinds(store, clock, 2_000)
+        counts = store.count_occurrences()
+        assert {row.status for row in counts} == {"queued", "succeeded", "dead_letter"}
+        text, scraped = store_scrape(store)
+    series = len(scraped)
+    kinds = {dict(labels)["kind"] for name, labels in scraped if name == "jobledger_occurrences"}
+    # 100 kinds + "other", every status and one oldest-due age each, plus a handful of others.
+    assert len(kinds) == 101 and "other" in kinds
+    assert series <= 101 * (len(OCCURRENCE_STATUSES) + 1) + 20, series
+    assert len(text.encode()) < 80_000, len(text.encode())
+    # The 100 shown are the ones with the most live work (6 queued: kinds i with i % 7 == 6).
+    shown = kinds - {"other"}
+    assert all(int(kind.split("-")[1]) % 7 == 6 for kind in shown)
+    assert value(scraped, "jobledger_store_kinds", state="shown") == 100
+    assert value(scraped, "jobledger_store_kinds", state="folded") == 1_900
+    # Totals by status stay exact: "other" holds everything not shown.
+    for status in ("queued", "succeeded", "dead_letter"):
+        exported = sum(
+            v
+            for (name, labels), v in scraped.items()
+            if name == "jobledger_occurrences" and dict(labels)["status"] == status
+        )
+        assert exported == sum(row.count for row in counts if row.status == status), status
+    assert value(scraped, "jobledger_oldest_due_age_seconds", kind="other") == 30.0
+
+
+def test_kinds_with_nothing_live_disappear_from_the_per_kind_gauges(target):
+    clock = FakeClock(DEFAULT_START_MS)
+    app = jobledger.App(target, clock=clock, authorize=jobledger.allow_all)
+
+    @app.handler("mail")
+    def mail(ctx):
+        return None
+
+    @app.handler("broken")
+    def broken(ctx):
+        raise Fail("no")
+
+    with app:
+        app.ensure_job("mail-job", "mail")
+        app.ensure_job("broken-job", "broken", max_attempts=1)
+        app.enqueue("mail-job")
+        app.enqueue("broken-job")
+        _, before = store_scrape(app.store)
+        assert value(before, "jobledger_occurrences", kind="mail", status="queued") == 1
+        assert (
+            "jobledger_occurrences",
+            frozenset({("kind", "other"), ("status", "queued")}),
+        ) not in before
+        app.runtime(heartbeat=ManualHeartbeat()).run_until_idle()
+        _, after = store_scrape(app.store)
+    kinds = {dict(labels)["kind"] for name, labels in after if name.startswith("jobledger_o")}
+    assert kinds == {"broken", "other"}  # mail's only occurrence succeeded: summed into other
+    assert value(after, "jobledger_occurrences", kind="other", status="succeeded") == 1
+    assert value(after, "jobledger_occurrences", kind="broken", status="dead_letter") == 1
+
+
+def test_the_kind_cap_is_a_setting(tmp_path):
+    with jobledger.open_store(tmp_path / "cap.sqlite3", clock=FakeClock()) as store:
+        for index in range(5):
+            store.create_job(id=f"j{index}", kind=f"k{index}", authority=AUTHORITY)
+            for n in range(index + 1):
+                store.enqueue_occurrence(job_id=f"j{index}", scheduled_for=0, trigger_key=f"{n}")
+        store.create_job(id="o", kind="other", authority=AUTHORITY)  # a real kind called "other"
+        store.enqueue_occurrence(job_id="o", scheduled_for=0, trigger_key="t")
+        _, scraped = store_scrape(store, max_kinds=2)
+        for bad in (0, -1, 10_001, 2.0, True, None):
+            with pytest.raises(InvalidArgument):
+                StoreCollector(store, max_kinds=bad)
+    queued = {
+        dict(labels)["kind"]: v
+        for (name, labels), v in scraped.items()
+        if name == "jobledger_occurrences" and dict(labels)["status"] == "queued"
+    }
+    assert queued == {"k4": 5, "k3": 4, "other": 1 + 2 + 3 + 1}

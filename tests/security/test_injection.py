@@ -181,3 +181,291 @@ def test_hostile_schema_names_are_refused_by_open_store(postgres_database_url, s
     with psycopg.connect(postgres_database_url) as conn:
         schemas = {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace")}
     assert "public" in schemas and not any("DROP" in name for name in schemas)
+
+
+# -- text that is not Unicode ---------------------------------------------------------------------
+
+# A lone surrogate is how Python holds an invalid byte it decoded with surrogateescape (argv,
+# file names, environment: b"\xff" -> "\udcff"), and what a careless UTF-16 slice leaves behind.
+NOT_UNICODE = [
+    b"bad\xffid".decode("utf-8", "surrogateescape"),
+    "lone\ud800high",
+    "\udfff",
+    "low-then-high\ude00\ud83d",
+]
+
+
+def _stored(store: jobledger.Store) -> tuple[object, ...]:
+    """Everything a refused call could have written, read back through the protocol."""
+    return (
+        store.list_jobs(limit=1000),
+        store.count_occurrences(),
+        store.list_occurrences(limit=1000).items,
+        store.events(limit=1000),
+        store.audit_log(limit=1000),
+        store.list_workers(stopped_since=0),
+        store.lease_holders(),
+    )
+
+
+def _text_calls(store: jobledger.Store, bad: str, claimed: jobledger.Occurrence) -> dict[str, Any]:
+    """Every door a caller's text reaches the store through, with ``bad`` in one argument."""
+    holder = {"occurrence_id": claimed.id, "owner_id": "w", "fence": claimed.fence}
+    return {
+        "get_job": lambda: store.get_job(bad),
+        "get_occurrence": lambda: store.get_occurrence(bad),
+        "create_job id": lambda: store.create_job(id=bad, kind="work", authority=_authority()),
+        "create_job kind": lambda: store.create_job(id="n", kind=bad, authority=_authority()),
+        "create_job principal": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(principal=bad)
+        ),
+        "create_job workspace": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(workspace=bad)
+        ),
+        "create_job payload": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(), payload={"text": bad}
+        ),
+        "create_job payload key": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(), payload={bad: 1}
+        ),
+        "create_job trigger": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(), trigger={"note": [bad]}
+        ),
+        "create_job actor": lambda: store.create_job(
+            id="n", kind="work", authority=_authority(), actor=bad
+        ),
+        "update_job payload": lambda: store.update_job(
+            "plain", expected_revision=1, patch={"payload": [bad]}
+        ),
+        "update_job actor": lambda: store.update_job(
+            "plain", expected_revision=1, patch={"enabled": False}, actor=bad
+        ),
+        "enqueue trigger_key": lambda: store.enqueue_occurrence(
+            job_id="plain", scheduled_for=0, trigger_key=bad
+        ),
+        "enqueue payload": lambda: store.enqueue_occurrence(
+            job_id="plain", scheduled_for=0, trigger_key="t2", payload={"p": bad}
+        ),
+        "enqueue_batch": lambda: store.enqueue_batch(
+            [
+                jobledger.EnqueueRequest(job_id="plain", scheduled_for=0, trigger_key="t3"),
+                jobledger.EnqueueRequest(job_id="plain", scheduled_for=0, trigger_key=bad),
+            ]
+        ),
+        "claim_next owner": lambda: store.claim_next(owner_id=bad, lease_ms=60_000),
+        "claim_next kind": lambda: store.claim_next(owner_id="w2", lease_ms=1000, job_kind=bad),
+        "claim_batch workspace": lambda: store.claim_batch(
+            owner_id="w2", lease_ms=1000, limit=5, workspace_id=bad
+        ),
+        "claim_occurrence owner": lambda: store.claim_occurrence(
+            occurrence_id=claimed.id, owner_id=bad, lease_ms=60_000
+        ),
+        "renew owner": lambda: store.renew(**{**holder, "owner_id": bad}, lease_ms=60_000),
+        "settle result": lambda: store.settle(**holder, outcome="succeeded", result={"r": bad}),
+        "settle error": lambda: store.settle(**holder, outcome="failed", error={"message": bad}),
+        "release_lease reason": lambda: store.release_lease(**holder, reason=bad),
+        "cancel reason": lambda: store.cancel_occurrence(
+            occurrence_id=claimed.id, actor="ops", reason=bad
+        ),
+        "cancel actor": lambda: store.cancel_occurrence(
+            occurrence_id=claimed.id, actor=bad, reason="r"
+        ),
+        "list_occurrences kind": lambda: store.list_occurrences(kind=bad),
+        "list_occurrences job": lambda: store.list_occurrences(job_id=bad),
+        "list_occurrences_by_trigger": lambda: store.list_occurrences_by_trigger(
+            job_id="plain", trigger_key=bad
+        ),
+        "history": lambda: store.history(job_id=bad),
+        "events type": lambda: store.events(event_type=bad),
+        "list_dead_letters": lambda: store.list_dead_letters(job_id=bad),
+        "owner_gone": lambda: store.owner_gone(bad),
+        "expire_leases_of": lambda: store.expire_leases_of(bad, reason="owner_gone"),
+        "register_worker id": lambda: store.register_worker(
+            worker_id=bad, hostname="h", pid=1, info={}
+        ),
+        "register_worker hostname": lambda: store.register_worker(
+            worker_id="wk", hostname=bad, pid=1, info={}
+        ),
+        "register_worker info": lambda: store.register_worker(
+            worker_id="wk", hostname="h", pid=1, info={"kinds": [bad]}
+        ),
+        "touch_worker": lambda: store.touch_worker(bad),
+        "prune actor": lambda: store.prune(before=0, actor=bad),
+    }
+
+
+@pytest.mark.parametrize("bad", NOT_UNICODE, ids=["invalid-byte", "high", "low", "low-high"])
+def test_text_that_is_not_unicode_is_refused_at_every_door_and_writes_nothing(store, bad):
+    store.create_job(id="plain", kind="work", authority=_authority())
+    store.enqueue_occurrence(job_id="plain", scheduled_for=0, trigger_key="t1")
+    claimed = store.claim_next(owner_id="w", lease_ms=60_000)
+    assert claimed is not None
+    before = _stored(store)
+    for name, call in _text_calls(store, bad, claimed).items():
+        with pytest.raises(jobledger.InvalidArgument) as refused:
+            call()
+        error = refused.value
+        assert error.code == "SCHEDULER_INVALID_ARGUMENT", name
+        assert "is not valid Unicode text" in error.message, (name, error.message)
+        assert bad not in error.message, name  # the raw text is never echoed
+        error.message.encode("utf-8")  # the message itself is valid text
+        assert _stored(store) == before, f"{name} was refused but wrote something"
+    assert store.verify().ok
+
+
+@pytest.mark.parametrize("bad", NOT_UNICODE[:1])
+def test_app_doors_refuse_text_that_is_not_unicode(target, bad):
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        before = _stored(app.store)
+        for call in (
+            lambda: app.ensure_job(bad, "work"),
+            lambda: app.ensure_job("other", "work", payload={"k": bad}),
+            lambda: app.schedule(bad, "work", cron="* * * * *"),
+            lambda: app.enqueue("plain", key=bad),
+            lambda: app.enqueue("plain", payload=[bad]),
+            lambda: app.enqueue_many("plain", [{}, {"k": bad}]),
+            lambda: app.enqueue_many("plain", [{}, {}], keys=["a", bad]),
+            lambda: app.explain(bad),
+        ):
+            with pytest.raises(jobledger.InvalidArgument, match="not valid Unicode text"):
+                call()
+            assert _stored(app.store) == before
+        with pytest.raises(jobledger.InvalidArgument, match="not valid Unicode text"):
+            jobledger.App(app.store, name=bad)
+        with pytest.raises(jobledger.InvalidArgument, match="not valid Unicode text"):
+            app.runtime(owner_id=bad)
+
+
+def test_a_surrogate_pair_is_stored_as_the_character_it_spells(store):
+    pair = "\ud83d\ude00"  # two code points in Python, one character in UTF-16 (and JS)
+    job = store.create_job(id=f"j{pair}", kind="work", authority=_authority(), payload=[pair])
+    assert job.id == "j\U0001f600" and job.payload == ["\U0001f600"]
+    assert store.get_job(f"j{pair}") == store.get_job("j\U0001f600") == job
+    same = store.enqueue_occurrence(job_id=job.id, scheduled_for=0, trigger_key=f"k{pair}")
+    again = store.enqueue_occurrence(job_id=f"j{pair}", scheduled_for=0, trigger_key="k\U0001f600")
+    assert again.id == same.id and again.deduplicated
+
+
+def test_a_postgresql_url_that_is_not_unicode_is_refused_before_parsing():
+    pytest.importorskip("psycopg")
+    url = "postgresql://app:s3cr" + b"\xff".decode("utf-8", "surrogateescape") + "t@db.invalid/x"
+    with pytest.raises(jobledger.InvalidArgument) as refused:
+        jobledger.open_store(url)
+    assert refused.value.details == {
+        "field": "PostgreSQL URL",
+        "codePoint": "U+DCFF",
+        "byte": "0xff",
+    }
+    assert "s3cr" not in refused.value.message  # nothing of the URL, so no password either
+
+
+# -- through the command line ---------------------------------------------------------------------
+
+BAD_BYTE = b"\xff".decode("utf-8", "surrogateescape")  # how Python hands argv's 0xff to main()
+
+
+def _cli(target: str, *argv: str) -> tuple[int, str]:
+    import io
+
+    from jobledger.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--db", target, *argv],
+        env={},
+        stdin=io.StringIO(""),
+        stdout=out,
+        stderr=err,
+        sleep=lambda seconds: None,
+    )
+    return code, err.getvalue()
+
+
+CLI_TEXT_ARGUMENTS = [
+    (["job", "add", f"bad{BAD_BYTE}id", "--kind", "work"], "JOB"),
+    (["job", "add", "new", "--kind", f"w{BAD_BYTE}"], "--kind"),
+    (["job", "add", "new", "--kind", "work", "--principal", f"user:al{BAD_BYTE}"], "--principal"),
+    (["job", "add", "new", "--kind", "work", "--workspace", BAD_BYTE], "--workspace"),
+    (["job", "show", f"plain{BAD_BYTE}"], "JOB"),
+    (["job", "disable", "plain", "--actor", f"me{BAD_BYTE}"], "--actor"),
+    (["--actor", f"me{BAD_BYTE}", "job", "disable", "plain"], "--actor"),
+    (["job", "remove", "plain", "--reason", f"why{BAD_BYTE}", "--yes"], "--reason"),
+    (["enqueue", f"plain{BAD_BYTE}"], "JOB"),
+    (["enqueue", "plain", "--key", f"order-{BAD_BYTE}42"], "--key"),
+    (["occurrence", "list", "--kind", f"{BAD_BYTE}"], "--kind"),
+    (["occurrence", "list", "--job", f"p{BAD_BYTE}"], "--job"),
+    (["occurrence", "show", f"occ_{BAD_BYTE}"], "OCCURRENCE"),
+    (["cancel", "occ_x", "--reason", f"r{BAD_BYTE}", "--yes"], "--reason"),
+    (["history", "--type", f"t{BAD_BYTE}"], "--type"),
+    (["explain", f"plain{BAD_BYTE}"], "JOB"),
+    (["dead-letter", "requeue", "--all", "--reason", f"r{BAD_BYTE}", "--yes"], "--reason"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"), CLI_TEXT_ARGUMENTS, ids=[" ".join(a[:2]) for a, _ in CLI_TEXT_ARGUMENTS]
+)
+def test_the_command_line_refuses_bytes_that_are_not_utf8_as_a_usage_error(target, argv, option):
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        before = _stored(app.store)
+        code, err = _cli(target, *argv)
+        assert code == 2, err
+        first = err.splitlines()[0]
+        assert first.startswith(f"error: SCHEDULER_INVALID_ARGUMENT: {option} is not valid UTF-8: ")
+        assert "the byte 0xff at byte" in first
+        assert "\\xff" in first  # shown escaped …
+        assert BAD_BYTE not in err  # … never raw
+        assert "INTERNAL" not in err
+        assert _stored(app.store) == before
+
+
+def test_a_json_argument_with_a_byte_that_is_not_utf8_is_a_usage_error(target):
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        before = _stored(app.store)
+        for argv in (
+            ["enqueue", "plain", "--payload", '{"to": "caf' + BAD_BYTE + '"}'],
+            ["job", "add", "new", "--kind", "work", "--payload", f'["{BAD_BYTE}"]'],
+        ):
+            code, err = _cli(target, *argv)
+            assert code == 2, err
+            assert "argument --payload: not valid UTF-8: the byte 0xff at byte" in err
+            assert BAD_BYTE not in err
+        # An escaped lone surrogate is valid JSON text: the store refuses the value by its name.
+        code, err = _cli(target, "enqueue", "plain", "--payload", '["\\udcff"]')
+        assert code == 2, err
+        assert "occurrence.payload is not valid Unicode text" in err
+        assert _stored(app.store) == before
+
+
+def test_real_argv_bytes_through_the_installed_command(target):
+    """Python itself decodes argv (surrogateescape): the same refusal from a real process."""
+    import os
+    import subprocess
+    import sys
+
+    jobledger.open_store(target, migrate=True).close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "jobledger.cli", "--db", target]
+    for argv in (
+        [b"job", b"add", b"bad\xffid", b"--kind", b"k"],
+        [b"job", b"add", b"ok", b"--kind", b"k", b"--payload", b'{"a": "x\xff"}'],
+    ):
+        done = subprocess.run(command + argv, capture_output=True, env=env, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert b"SCHEDULER_INVALID_ARGUMENT" in done.stderr
+        assert b"the byte 0xff" in done.stderr and b"\xff" not in done.stderr
+    with jobledger.open_store(target) as store:
+        assert store.list_jobs() == []
+
+
+def test_a_store_path_may_hold_any_bytes(tmp_path):
+    path = str(tmp_path / "db" / f"jobs-{BAD_BYTE}.sqlite3")  # a Latin-1 name, say
+    code, err = _cli(path, "db", "init")
+    assert code == 0, err
+    code, err = _cli(path, "job", "add", "j", "--kind", "work")
+    assert code == 0, err
+    with jobledger.open_store(path) as store:
+        assert store.get_job("j") is not None

@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 import jobledger
+from jobledger.cli.parsing import MAX_JSON_INPUT_BYTES
 from jobledger.contract import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from jobledger.engine.heartbeat import ManualHeartbeat
 
@@ -173,3 +175,145 @@ def test_a_forged_authority_in_the_payload_changes_nothing(store):
     assert [a["principal"] for a in seen] == [AUTHORITY["principal"]]
     assert [a["principal"] for a in handled] == [AUTHORITY["principal"]]
     assert handled[0]["workspaceId"] == "ws-1"
+
+
+# -- the limits through the command line ----------------------------------------------------------
+
+
+def _cli(target: str, *argv: str, stdin: str = "") -> tuple[int, str, str]:
+    import io
+
+    from jobledger.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--db", target, *argv],
+        env={},
+        stdin=io.StringIO(stdin),
+        stdout=out,
+        stderr=err,
+        sleep=lambda seconds: None,
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+def _deep_json(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+def _occurrences(target: str) -> list[jobledger.Occurrence]:
+    with jobledger.open_store(target) as store:
+        return list(store.list_occurrences(limit=1000).items)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 2_000, 10_000, 100_000])
+def test_a_deeply_nested_payload_on_the_command_line_is_refused_cleanly(target, tmp_path, depth):
+    jobledger.open_store(target, migrate=True).close()
+    assert _cli(target, "job", "add", "j", "--kind", "work")[0] == 0
+    nested = _deep_json(depth)
+    path = tmp_path / "deep.json"
+    path.write_text(nested)
+    for argv, stdin in (
+        (["enqueue", "j", "--payload", nested], ""),
+        (["enqueue", "j", "--payload", f"@{path}"], ""),
+        (["enqueue", "j", "--payload", "-"], nested),
+        (["job", "add", "k", "--kind", "work", "--payload", nested], ""),
+        (["job", "update", "j", "--payload", nested], ""),
+    ):
+        code, _out, err = _cli(target, *argv, stdin=stdin)
+        assert code == 2, err
+        assert err.startswith("error: SCHEDULER_INVALID_ARGUMENT: ")
+        assert "depth" in err or "nested deeper than 64" in err, err
+        assert "INTERNAL" not in err and "Recursion" not in err
+    assert _occurrences(target) == []
+    with jobledger.open_store(target) as store:
+        assert [job.id for job in store.list_jobs()] == ["j"]
+        assert store.get_job("j").revision == 1
+
+
+def test_a_900_kib_payload_through_a_file_and_through_stdin(target, tmp_path):
+    jobledger.open_store(target, migrate=True).close()
+    payload = _payload_of_size(900 * 1024)
+    text = json.dumps(payload, indent=2)  # pretty-printed files are fine
+    path = tmp_path / "payload.json"
+    path.write_text(text, encoding="utf-8")
+    assert _cli(target, "job", "add", "j", "--kind", "work", "--payload", f"@{path}")[0] == 0
+    code, out, err = _cli(target, "--json", "enqueue", "j", "--payload", "-", stdin=text)
+    assert code == 0, err
+    assert json.loads(out)["occurrences"][0]["payload"] == payload
+    with jobledger.open_store(target) as store:
+        assert store.get_job("j").payload == payload
+        assert [o.payload for o in store.list_occurrences(limit=10).items] == [payload]
+
+
+def test_a_payload_over_one_mib_through_a_file_or_stdin_is_refused(target, tmp_path):
+    jobledger.open_store(target, migrate=True).close()
+    assert _cli(target, "job", "add", "j", "--kind", "work")[0] == 0
+    over = json.dumps(_payload_of_size(MAX_JSON_BYTES + 1))
+    path = tmp_path / "over.json"
+    path.write_text(over)
+    endless = tmp_path / "endless.json"  # more than any JSON option reads: not read to its end
+    endless.write_text(" " * (MAX_JSON_INPUT_BYTES + 1) + "1")
+    for argv, stdin, message in (
+        (["enqueue", "j", "--payload", f"@{path}"], "", "exceeds 1048576 encoded bytes"),
+        (["enqueue", "j", "--payload", "-"], over, "exceeds 1048576 encoded bytes"),
+        (["job", "update", "j", "--payload", f"@{path}"], "", "exceeds 1048576 encoded bytes"),
+        (["enqueue", "j", "--payload", f"@{endless}"], "", "is larger than 8 MiB"),
+    ):
+        code, _out, err = _cli(target, *argv, stdin=stdin)
+        assert code == 2, err
+        assert err.startswith("error: SCHEDULER_INVALID_ARGUMENT: ") and message in err, err
+    assert _occurrences(target) == []
+    with jobledger.open_store(target) as store:
+        assert store.get_job("j").revision == 1
+
+
+def test_a_missing_or_unreadable_payload_file_is_a_clear_usage_error(target, tmp_path):
+    jobledger.open_store(target, migrate=True).close()
+    assert _cli(target, "job", "add", "j", "--kind", "work")[0] == 0
+    missing = tmp_path / "missing.json"
+    for value, message in (
+        (f"@{missing}", f"argument --payload: cannot read @{str(missing)!r}: No such file"),
+        (f"@{tmp_path}", "Is a directory"),
+        ("@", "@ must be followed by a file's path"),
+    ):
+        code, _out, err = _cli(target, "enqueue", "j", "--payload", value)
+        assert code == 2, err
+        assert message in err.splitlines()[0], err
+        assert err.splitlines()[1] == "hint: see `jobledger enqueue --help`"
+    invalid_utf8 = tmp_path / "latin1.json"
+    invalid_utf8.write_bytes(b'{"name": "caf\xe9"}')
+    code, _out, err = _cli(target, "enqueue", "j", "--payload", f"@{invalid_utf8}")
+    assert code == 2
+    assert "is not valid UTF-8: the byte 0xe9 at byte 13" in err
+    # Two options cannot both read stdin.
+    argv = ["job", "add", "k", "--kind", "w", "--payload", "-", "--payload", "-"]
+    code, _out, err = _cli(target, *argv, stdin="{}")
+    assert code == 2 and "stdin (-) was already read" in err
+    assert _occurrences(target) == []
+
+
+def test_stdin_of_a_real_process_is_read_as_utf8_bytes(target, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    jobledger.open_store(target, migrate=True).close()
+    assert _cli(target, "job", "add", "j", "--kind", "work")[0] == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "jobledger.cli", "--db", target, "--json", "enqueue", "j"]
+    payload = {"name": "café \U0001f600", "big": "x" * (900 * 1024)}
+    done = subprocess.run(
+        [*command, "--payload", "-"],
+        input=b"\xef\xbb\xbf" + json.dumps(payload, ensure_ascii=False).encode(),  # BOM
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [*command, "--payload", "-"], input=b'{"a": "\xff"}', capture_output=True, env=env
+    )
+    assert done.returncode == 2
+    assert b"stdin is not valid UTF-8: the byte 0xff at byte 7" in done.stderr
+    assert [o.payload for o in _occurrences(target)] == [payload]

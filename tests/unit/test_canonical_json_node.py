@@ -3,8 +3,13 @@
 One ``node`` process serves the whole module: it reads one JSON document per line, rebuilds every
 object with its keys inserted in ``Object.keys(o).sort()`` order (default sort: UTF-16 code units;
 the engine then enumerates array-index keys first on its own) and answers with one
-``JSON.stringify`` line. Values go out as ``json.dumps(..., ensure_ascii=True)`` so lone
-surrogates travel as ``\\udxxx`` escapes and JS sees the same UTF-16 string Python holds.
+``JSON.stringify`` line. Values go out as ``json.dumps(..., ensure_ascii=True)`` so surrogates
+travel as ``\\udxxx`` escapes and JS sees the same UTF-16 string Python holds.
+
+Valid input is byte-identical to Node's answer. A value holding a *lone* surrogate (after a high
+and a low one next to each other are joined, as JS reads them) is where jobledger departs from
+``JSON.stringify`` on purpose: it refuses it (``SCHEDULER_INVALID_ARGUMENT``) instead of writing
+a ``\\udxxx`` escape — checked here against an independent test of the value.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobledger.contract import canonical_json
+from jobledger.errors import InvalidArgument
 
 NODE = shutil.which("node")
 
@@ -166,6 +172,32 @@ json_values = st.recursive(
 )
 
 
+def _holds_lone_surrogate(value: object) -> bool:
+    """Independently of jobledger: does a string of ``value`` hold a surrogate that is not half
+    of a high-low pair? (UTF-16 with ``surrogatepass`` joins the pairs; strict UTF-8 then fails
+    on what is left.)"""
+    if isinstance(value, str):
+        joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    return False
+
+
+def _check(node_stringify: NodeStringify, value: object) -> None:
+    if _holds_lone_surrogate(value):
+        with pytest.raises(InvalidArgument):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == node_stringify(value)
+
+
 @settings(
     max_examples=400,
     deadline=None,
@@ -173,7 +205,7 @@ json_values = st.recursive(
 )
 @given(value=json_values)
 def test_canonical_json_matches_node(node_stringify, value):
-    assert canonical_json(value) == node_stringify(value)
+    _check(node_stringify, value)
 
 
 @settings(max_examples=300, deadline=None)
@@ -192,12 +224,29 @@ HAND_PICKED = [
     [2.0**54, -(2.0**60), 1e-6 * 0.999, 123e-20, 4.35, 0.000001, 0.0000015],
     [2**60, -(2**60), 2**63, 2**1023],
     "".join(chr(c) for c in range(0x20)) + '"\\/<>&\x7f\x85\u2028\u2029é😀',
-    ["\ud800", "a\udfffb", "\udbff\ud800", "\ude00\ud83d", "\ud83d\ude00"],
-    {"\udc00": "\ud83d\ude00", "\ud83d\ude00": "\udc00"},
+    ["\ud83d\ude00", "a\ud83d\ude00b", "\U0001f600\ud83d\ude00"],
+    {"\ud83d\ude00": "\ud83d\ude00", "\U0001f600x": 1},
     [[], {}, [[]], [{}], {"": {"": []}}, None, True, False, ""],
+]
+LONE_SURROGATES = [
+    ["\ud800", "\ud83d\ude00"],
+    ["a\udfffb"],
+    ["\udbff\ud800"],  # high, high: both lone
+    ["\ude00\ud83d"],  # low before high: not a pair
+    {"\udc00": "\ud83d\ude00"},
+    {"\ud83d\ude00": "\udc00"},
 ]
 
 
 @pytest.mark.parametrize("value", HAND_PICKED)
 def test_hand_picked_values_match_node(node_stringify, value):
+    assert not _holds_lone_surrogate(value)
     assert canonical_json(value) == node_stringify(value)
+
+
+@pytest.mark.parametrize("value", LONE_SURROGATES)
+def test_lone_surrogates_are_refused_where_node_would_escape_them(node_stringify, value):
+    assert _holds_lone_surrogate(value)
+    assert "\\ud" in node_stringify(value)  # JSON.stringify writes an escape
+    with pytest.raises(InvalidArgument):
+        canonical_json(value)

@@ -34,6 +34,7 @@ from jobledger.contract import (
     canonical_json,
     derive_occurrence_identity,
     ecmascript_number,
+    encode_trusted_json,
     is_safe_int,
     normalize_authority,
     normalize_epoch_ms,
@@ -200,10 +201,40 @@ def test_identifier_custom_max_length():
         normalize_identifier("a" * 65, "type", max_length=64)
 
 
-def test_identifier_lone_surrogate_counts_one_unit_and_is_allowed():
-    assert normalize_identifier("\ud800" * 256, "jobId") == "\ud800" * 256
+# chr(): linters cannot tell some surrogate literals apart.
+LONE = {
+    "high": chr(0xD800),
+    "low-inside": "a" + chr(0xDFFF) + "b",
+    "high-high": chr(0xDBFF) + chr(0xD800),
+    "low-then-high": chr(0xDE00) + chr(0xD83D),
+    "escaped-byte-padded": " x" + chr(0xDCFF) + " ",
+}
+
+
+@pytest.mark.parametrize("bad", list(LONE.values()), ids=list(LONE))
+def test_identifier_with_a_lone_surrogate_is_refused(bad):
+    error = error_of(normalize_identifier, bad, "jobId")
+    assert error.message.startswith("jobId is not valid Unicode text: it holds a lone surrogate")
+    assert error.details is not None and error.details["field"] == "jobId"
+
+
+def test_identifier_invalid_byte_from_surrogateescape_is_named_without_the_raw_text():
+    argv_word = b"bad\xffid".decode("utf-8", "surrogateescape")
+    with invalid(
+        "ownerId is not valid Unicode text: it holds a lone surrogate, U+DCFF "
+        "(how Python reads the byte 0xff, which is not valid UTF-8)"
+    ) as info:
+        normalize_identifier(argv_word, "ownerId")
+    assert info.value.details == {"field": "ownerId", "codePoint": "U+DCFF", "byte": "0xff"}
+    json.dumps(info.value.to_dict()).encode("utf-8")  # the error itself is valid UTF-8 text
+
+
+def test_identifier_surrogate_pair_is_the_astral_character_it_spells():
+    assert normalize_identifier("a\ud83d\ude00", "jobId") == "a\U0001f600"
+    # Still two UTF-16 units: 128 pairs fit in 256, 129 do not.
+    assert normalize_identifier("\ud83d\ude00" * 128, "jobId") == "\U0001f600" * 128
     with invalid("jobId is not a valid identifier"):
-        normalize_identifier("\ud800" * 257, "jobId")
+        normalize_identifier("\ud83d\ude00" * 129, "jobId")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,6 +460,24 @@ def test_json_joins_surrogate_pairs_like_ecmascript():
     assert normalize_json({"\ud83d\ude00": 1}) == {"\U0001f600": 1}
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\ud800",
+        ["ok", "a\udfffb"],
+        {"k": {"deep": ["\udbff\ud800"]}},
+        {"\udc00": 1},
+        {"ok": {"\ude00\ud83d": None}},
+        b"bad\xff".decode("utf-8", "surrogateescape"),
+    ],
+)
+def test_json_with_a_lone_surrogate_is_refused(value):
+    error = error_of(normalize_json, value, "job.payload")
+    assert error.message.startswith("job.payload is not valid Unicode text")
+    error = error_of(canonical_json, value, "result")
+    assert error.message.startswith("result is not valid Unicode text")
+
+
 # ---------------------------------------------------------------------------------------------
 # canonical_json
 
@@ -493,18 +542,23 @@ def test_canonical_string_escaping():
     assert canonical_json(raw) == f'"{raw}"'
 
 
-def test_canonical_escapes_lone_surrogates_in_lowercase():
-    assert canonical_json("\ud800") == r'"\ud800"'
-    assert canonical_json("a\udfffb") == r'"a\udfffb"'
-    assert canonical_json("\udbff\ud800") == r'"\udbff\ud800"'  # high, high: both lone
-    assert canonical_json("\ude00\ud83d") == r'"\ude00\ud83d"'  # low before high: not a pair
-    assert canonical_json({"\udc00": "\ud83d\ude00"}) == '{"\\udc00":"\U0001f600"}'
+def test_canonical_refuses_lone_surrogates_and_joins_pairs():
+    for lone in ("\ud800", "a\udfffb", "\udbff\ud800", "\ude00\ud83d"):  # high-high, low-high
+        with pytest.raises(InvalidArgument):
+            canonical_json(lone)
+    with pytest.raises(InvalidArgument):
+        canonical_json({"\udc00": "\ud83d\ude00"})
+    assert canonical_json({"k": "\ud83d\ude00"}) == '{"k":"\U0001f600"}'
 
 
-def test_canonical_output_is_valid_utf8_even_with_lone_surrogates():
-    text = canonical_json(["\ud800", "\U0001f600"])
-    assert text.encode("utf-8")  # would raise on a raw lone surrogate
-    assert json.loads(text) == ["\ud800", "\U0001f600"]
+def test_trusted_encoding_still_escapes_a_lone_surrogate_in_lowercase():
+    # Stored text an earlier version wrote (or the reference: JSON.stringify escapes them) is
+    # re-encoded byte for byte, and the output is always valid UTF-8.
+    stored = '{"p":"a\\udfffb"}'
+    value = parse_stored_json(stored)
+    assert value == {"p": "a\udfffb"}
+    assert encode_trusted_json(value) == stored
+    assert encode_trusted_json(value).encode("utf-8")
 
 
 def test_canonical_has_no_whitespace():
@@ -640,8 +694,18 @@ def test_parse_stored_json_reads_numbers_as_doubles():
     assert type(parse_stored_json("1e300")) is float
 
 
+def test_parse_stored_json_too_deep_to_read_is_data_corrupt():
+    from jobledger.errors import DataCorrupt
+
+    assert parse_stored_json("[" * 500 + "]" * 500) is not None
+    with pytest.raises(DataCorrupt):
+        parse_stored_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError):  # not JSON: the caller says which value
+        parse_stored_json("[")
+
+
 def test_parse_stored_json_roundtrips_canonical_text():
-    value = {"2": [0.1, 1e21, "\ud800"], "a": None, "é": True}
+    value = {"2": [0.1, 1e21, "\U0001f600"], "a": None, "é": True}
     assert canonical_json(parse_stored_json(canonical_json(value))) == canonical_json(value)
 
 

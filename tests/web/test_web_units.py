@@ -228,3 +228,60 @@ def test_identifiers_break_at_their_punctuation_and_stay_escaped():
     )
     assert str(formatting.breakable("<b>/x")) == "&lt;b&gt;/<wbr>x"
     assert str(formatting.breakable("welcome-email")) == "welcome-email"  # breaks after - anyway
+
+
+# -- the overview with many kinds -----------------------------------------------------------------
+
+
+def test_shown_kinds_are_all_kinds_until_the_limit_then_the_busiest():
+    from jobledger.web.views import shown_kinds
+
+    counts = {
+        ("b", "succeeded"): 9,
+        ("a", "queued"): 1,
+        ("c", "dead_letter"): 2,
+        ("d", "running"): 3,
+        ("e", "succeeded"): 10,
+    }
+    assert shown_kinds(counts, limit=5) == ["a", "b", "c", "d", "e"]  # by name, all of them
+    assert shown_kinds(counts, limit=2) == ["a", "d"]  # the most live work
+    assert shown_kinds(counts, limit=3) == ["a", "c", "d"]  # then dead letters
+    assert shown_kinds(counts, limit=4) == ["a", "c", "d", "e"]  # then occurrences
+
+
+def test_the_overview_of_two_thousand_kinds_stays_one_small_page(tmp_path):
+    import re
+
+    import jobledger
+    from jobledger.web import views
+    from tests.web.helpers import BEARER, client_for
+
+    authority = {"principal": {"type": "user", "id": "web"}}
+    with jobledger.open_store(tmp_path / "db" / "kinds.sqlite3", clock=FakeClock(NOW)) as store:
+        requests = []
+        for index in range(2_000):
+            job = f"job-{index:04}"
+            store.create_job(id=job, kind=f"kind-{index:04}", authority=authority)
+            requests += [
+                jobledger.EnqueueRequest(job_id=job, scheduled_for=NOW - index, trigger_key=f"{n}")
+                for n in range(1 + index % 5)
+            ]
+        store.enqueue_batch(requests)
+        data = views.overview(store)
+        with client_for(store) as client:
+            page = client.get("/", headers=BEARER)
+    assert data.kind_count == 2_000 and len(data.kinds) == views.KINDS_SHOWN
+    assert data.more_kinds == 1_950
+    # The 50 shown are among the 400 with the most queued (5 each); the rest is one row.
+    assert all(int(kind.split("-")[1]) % 5 == 4 for kind in data.kinds)
+    assert data.totals["queued"] == len(requests)
+    assert data.more_counts["queued"] == len(requests) - 5 * views.KINDS_SHOWN
+    assert len(data.oldest_due) == views.OLDEST_DUE_SHOWN and data.more_due == 1_980
+    assert data.oldest_due[0].kind == "kind-1999"  # due longest
+    assert page.status_code == 200
+    html = page.text
+    assert len(page.content) < 150_000, len(page.content)
+    assert "2000 kinds" in html
+    assert re.search(r'data-testid="more-kinds">\s*<td><a href="[^"]*">and 1950 more kinds<', html)
+    assert "and 1980 more kinds with due work" in html
+    assert html.count('data-status="queued"') == views.KINDS_SHOWN

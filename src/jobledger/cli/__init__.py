@@ -158,7 +158,8 @@ def main(
         if wants_web and not web.available():
             web.run_missing()  # before parsing: the dashboard's arguments are unknown without it
         try:
-            args = build_parser(mount_web=wants_web).parse_args(words)
+            parser = build_parser(mount_web=wants_web)
+            args = parser.parse_args(words, stdin=stdin or sys.stdin)  # stdin: --payload -
         except SystemExit as exc:  # --help, --version: argparse printed and exits
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         ctx = _context(

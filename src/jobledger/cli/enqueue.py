@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
         metavar="JSON",
         type=json_arg,
         default=UNSET,
-        help="this run's payload (default: the job's)",
+        help="this run's payload: JSON, @FILE or - (stdin) (default: the job's)",
     )
     parser.add_argument(
         "--count",

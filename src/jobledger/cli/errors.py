@@ -204,9 +204,20 @@ def in_cli_words(message: str) -> str:
     return option + rest
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    point = ord(match.group(0))
+    if 0xDC80 <= point <= 0xDCFF:  # a byte of the command line that is not UTF-8
+        return f"\\x{point - 0xDC00:02x}"
+    return f"\\u{point:04x}"
+
+
 def error_lines(error: SchedulerError, *, default_target: bool = False) -> list[str]:
-    """``error: CODE: message`` (one line, whatever the message holds) and maybe a hint."""
-    message = " ".join(error.message.split())
+    """``error: CODE: message`` (one line of valid UTF-8, whatever the message holds — argparse
+    quotes a command line's undecodable bytes as they are) and maybe a hint."""
+    message = _SURROGATE.sub(_escaped, " ".join(error.message.split()))
     if isinstance(error, InvalidArgument):
         message = in_cli_words(message)
     lines = [f"error: {error.code}: {message}"]

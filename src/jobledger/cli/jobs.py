@@ -134,7 +134,11 @@ def register(subparsers: Any) -> None:
 
 def _definition_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--payload", metavar="JSON", type=json_arg, default=UNSET, help="the job's payload (JSON)"
+        "--payload",
+        metavar="JSON",
+        type=json_arg,
+        default=UNSET,
+        help="the job's payload: JSON, @FILE or - (stdin)",
     )
     parser.add_argument(
         "--max-attempts",

@@ -21,6 +21,7 @@ loaded zones are cached).
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -87,11 +88,17 @@ def is_schedule_json(value: object) -> bool:
     return isinstance(value, dict) and value.get("jobledger") == SCHEDULE_MARKER
 
 
+def _shown(value: object) -> str:
+    """``repr(value)`` for a message; a list or dict (any JSON, nested however deep) is cut
+    short instead of recursing through it."""
+    return reprlib.repr(value) if isinstance(value, (list, dict, tuple)) else repr(value)
+
+
 def check_choice(value: object, choices: tuple[str, ...], field: str) -> str:
     """``value`` when it is one of ``choices``, else ``InvalidArgument`` naming ``field``."""
     if not isinstance(value, str) or value not in choices:
         raise InvalidArgument(
-            f"{field} must be one of {', '.join(repr(c) for c in choices)}, not {value!r}",
+            f"{field} must be one of {', '.join(repr(c) for c in choices)}, not {_shown(value)}",
             details={"field": field},
         )
     return value
@@ -140,7 +147,7 @@ def decode_schedule(value: Mapping[str, Any]) -> DecodedSchedule:
     version = value.get("version")
     if not is_safe_int(version) or version != FORMAT_VERSION:
         raise InvalidArgument(
-            f"trigger.version {version!r} is not supported: this jobledger reads schedule "
+            f"trigger.version {_shown(version)} is not supported: this jobledger reads schedule "
             f"version {FORMAT_VERSION} (was the job written by a newer jobledger?)",
             details={"field": "trigger.version"},
         )

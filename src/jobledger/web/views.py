@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..contract import OCCURRENCE_STATUSES
+from ..contract import LIVE_STATUSES, OCCURRENCE_STATUSES
 from ..errors import NotFound, SchedulerError
 from ..models import (
     WORKER_STALE_AFTER,
@@ -36,6 +36,8 @@ from .charts import Minute, failure_chart, per_minute, throughput_chart, window
 from .timeline import TimelineEntry, build_timeline
 
 __all__ = [
+    "KINDS_SHOWN",
+    "OLDEST_DUE_SHOWN",
     "STATUSES",
     "JobRow",
     "Overview",
@@ -44,12 +46,17 @@ __all__ = [
     "job_rows",
     "occurrence_page",
     "overview",
+    "shown_kinds",
 ]
 
 STATUSES = OCCURRENCE_STATUSES
 HOUR_MS = 3_600_000
 STALE_AFTER_MS = WORKER_STALE_AFTER // timedelta(milliseconds=1)
 NEXT_FIRES_SHOWN = 3
+# The overview's per-kind tables stay one screenful however many kinds a store has seen (2,000
+# kinds made a 2.4 MB page, refreshed every few seconds): the rest are one summed row.
+KINDS_SHOWN = 50
+OLDEST_DUE_SHOWN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +78,23 @@ class WorkerView:
 @dataclass(frozen=True, slots=True)
 class Overview:
     now: int
-    kinds: list[str]
+    kinds: list[str]  # the kinds with a row, by name (at most KINDS_SHOWN)
     counts: dict[tuple[str, str], int]
     totals: dict[str, int]
     minutes: list[Minute]
     throughput_svg: Markup
     failure_svg: Markup
-    oldest_due: list[DueItem]
+    oldest_due: list[DueItem]  # the most overdue first (at most OLDEST_DUE_SHOWN)
     workers: list[WorkerView]
     other_holders: list[LeaseHolder]
     schema: SchemaInfo | None
+    kind_count: int = 0  # every kind with occurrences
+    more_counts: dict[str, int] = field(default_factory=dict)  # by status, kinds without a row
+    more_due: int = 0  # kinds with due work left out of oldest_due
+
+    @property
+    def more_kinds(self) -> int:
+        return self.kind_count - len(self.kinds)
 
     @property
     def total(self) -> int:
@@ -104,13 +118,35 @@ class Overview:
         return sum(1 for worker in self.workers if worker.state == "active")
 
 
+def shown_kinds(counts: dict[tuple[str, str], int], limit: int = KINDS_SHOWN) -> list[str]:
+    """Every kind when there are at most ``limit``, else the ``limit`` with the most live work,
+    then dead letters, then occurrences — by name either way."""
+    kinds = sorted({kind for kind, _ in counts})
+    if len(kinds) <= limit:
+        return kinds
+
+    def weight(kind: str) -> tuple[int, int, int, str]:
+        live = sum(counts.get((kind, status), 0) for status in LIVE_STATUSES)
+        total = sum(counts.get((kind, status), 0) for status in STATUSES)
+        return (-live, -counts.get((kind, "dead_letter"), 0), -total, kind)
+
+    return sorted(sorted(kinds, key=weight)[:limit])
+
+
 def overview(store: Store) -> Overview:
     now = store.now()
     counts: dict[tuple[str, str], int] = {}
     for row in store.count_occurrences():
         counts[(row.kind, row.status)] = counts.get((row.kind, row.status), 0) + row.count
-    kinds = sorted({kind for kind, _ in counts})
-    totals = {status: sum(counts.get((k, status), 0) for k in kinds) for status in STATUSES}
+    kinds = shown_kinds(counts)
+    shown = set(kinds)
+    totals = dict.fromkeys(STATUSES, 0)
+    more = dict.fromkeys(STATUSES, 0)
+    for (kind, status), count in counts.items():
+        totals[status] = totals.get(status, 0) + count
+        if kind not in shown:
+            more[status] = more.get(status, 0) + count
+    due = sorted(store.oldest_due(), key=lambda item: (item.due_at, item.kind))
     since = window(now)
     minutes = per_minute(store.throughput(since=since), since)
     holders = {holder.owner_id: holder for holder in store.lease_holders()}
@@ -134,10 +170,13 @@ def overview(store: Store) -> Overview:
         minutes=minutes,
         throughput_svg=throughput_chart(minutes),
         failure_svg=failure_chart(minutes),
-        oldest_due=sorted(store.oldest_due(), key=lambda item: (item.due_at, item.kind)),
+        oldest_due=due[:OLDEST_DUE_SHOWN],
         workers=workers,
         other_holders=[holder for owner, holder in sorted(holders.items()) if owner not in known],
         schema=store.schema_info(),
+        kind_count=len({kind for kind, _ in counts}),
+        more_counts=more,
+        more_due=max(0, len(due) - OLDEST_DUE_SHOWN),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from ...clock import Clock
-from ...contract import normalize_identifier
+from ...contract import normalize_identifier, scalar_text
 from ...durations import ms_from_timedelta
 from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
@@ -238,6 +238,7 @@ class PostgresStore(LedgerStore):
         connect = _option_int(connect_timeout, "connect_timeout", 1, 3600)
         if prepare_threshold is not None:
             _option_int(prepare_threshold, "prepare_threshold", 0, 1_000_000)
+        scalar_text(url, "PostgreSQL URL")  # libpq takes UTF-8: refuse before parsing
         target = redact_url(url)
         try:
             psycopg.conninfo.conninfo_to_dict(url)
