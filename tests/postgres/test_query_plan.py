@@ -16,12 +16,13 @@ never-analysed table and once after ``ANALYZE``:
   rows the occurrences scans read (returned or filtered away) are the same at both sizes, and
   the pages touched stay few. Never wall time.
 
-Two groups of queries do not hold their plan today, and are held to it by tests of their own,
-xfailed until the queries are fixed: the workspace probes (the planner often takes the plain
-ready index and filters the workspace — flat unless the backlog is another workspace's, which
-without statistics makes a claim read all of it) and the expired-lease sweep (a bitmap scan and
-a sort of every expired lease without statistics; the running-rows index and a sort with
-statistics taken while few rows ran). The main test checks only their work for those.
+Two groups of queries are held to their plan by tests of their own, because the planner once
+chose otherwise: the workspace probes (the plain ready index, filtering the workspace: the
+ready index's predicate now names a clause only the other probes state) and the expired-lease
+sweep (a bitmap scan and a sort of every expired lease without statistics, the running-rows
+index and a sort with stale ones: write transactions turn bitmap scans off, and the running
+index's predicate names a clause the sweep does not state). The explains run with the store's
+write-transaction settings.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import pytest
 
 from jobledger import Queue
 from jobledger.store.operations.claims import EXPIRED_BATCH
+from jobledger.store.postgres.connection import WRITE_PLANNER_SETTINGS
 from jobledger.store.postgres.store import QUERIES
 
 NOW = 1_700_000_000_000
@@ -47,25 +49,6 @@ RUNNING = "jobledger_occurrences_running"
 LANES = "jobledger_occurrences_lanes"
 BY_SEQ = "occurrences_seq_key"
 STATS = ["never-analyzed", "analyzed"]
-
-# The planner takes jobledger_occurrences_ready for a workspace probe (and filters on
-# workspace_id) in most setups, with or without statistics; without statistics, behind another
-# workspace's backlog of the same lane, a claim then reads all of it (25 000 rows, ~900 pages).
-WORKSPACE_PROBES_PICK_THE_READY_INDEX = pytest.mark.xfail(
-    strict=True,
-    reason="postgres/queries.sql ready_probe_in_workspace / ready_lanes_in_workspace: the "
-    "planner may read jobledger_occurrences_ready and filter the workspace (both indexes' "
-    "predicates are implied by the query)",
-)
-# Without statistics ``lease_expires_at <= now`` is costed at a third of the table: a bitmap
-# scan of every expired lease and a sort beat an ordered index scan that stops at the LIMIT.
-# With statistics taken while few rows ran, the running-rows index and a sort win instead.
-EXPIRED_SWEEP_IS_NOT_AN_ORDERED_PROBE = pytest.mark.xfail(
-    strict=True,
-    reason="postgres/queries.sql expired_leases: without (or with stale) planner statistics it "
-    "reads every expired (or running) row and sorts them, instead of EXPIRED_BATCH in index "
-    "order on jobledger_occurrences_leases",
-)
 
 
 def _authority(workspace: str | None = None) -> dict[str, Any]:
@@ -204,6 +187,8 @@ def _explain(admin, name: str, params: dict[str, Any], *, analyze: bool) -> dict
     # ANALYZE executes the query (its FOR UPDATE, an UPDATE): in a transaction that rolls back
     with admin.transaction(force_rollback=True):
         admin.execute("SET LOCAL search_path TO jobledger")
+        for setting in WRITE_PLANNER_SETTINGS:  # as the store's write transactions plan
+            admin.execute(f"SET LOCAL {setting}")
         row = admin.execute(f"EXPLAIN ({options}) " + QUERIES[name], params).fetchone()
     plan: dict[str, Any] = row["QUERY PLAN"][0]["Plan"]
     return plan
@@ -289,10 +274,6 @@ def _probes(wanted: dict[str, Any]) -> dict[str, tuple[dict[str, Any], set[str],
 
 
 WORKSPACE_PROBES = ("ready_lanes_in_workspace", "ready_probe_in_workspace")
-# What the main test tolerates of the two groups above (their own tests hold them to more):
-# the workspace probes may read the plain ready index; the sweep's plan is not checked.
-TOLERATED_INDEXES = {name: {READY} for name in WORKSPACE_PROBES}
-SHAPE_NOT_CHECKED = {"expired_leases"}
 
 
 def _measure(
@@ -301,11 +282,9 @@ def _measure(
     setup: str,
     stats: str,
     names: tuple[str, ...] | None = None,
-    *,
-    strict: bool = False,
 ) -> dict[str, list[int]]:
     """Grow the backlog to SMALL then LARGE rows; at each size check every probe's plan and
-    record the rows it read (and bound its pages). ``strict``: no tolerance (see above)."""
+    record the rows it read (and bound its pages)."""
     job_id, columns = IN_FRONT[setup]
     probes = _probes(wanted)
     read: dict[str, list[int]] = {name: [] for name in names or probes}
@@ -323,31 +302,20 @@ def _measure(
         for name, counts in read.items():
             params, indexes, pages = probes[name]
             arguments = {"now": NOW, **params}
-            if not strict:
-                indexes = indexes | TOLERATED_INDEXES.get(name, set())
-            check = strict or name not in SHAPE_NOT_CHECKED
             ordered = name != "apply_claims"
             planned = _explain(admin, name, arguments, analyze=False)
             executed = _explain(admin, name, arguments, analyze=True)
-            if check:
-                _assert_index_plan(planned, indexes, ordered=ordered)
-                _assert_index_plan(executed, indexes, ordered=ordered)
+            _assert_index_plan(planned, indexes, ordered=ordered)
+            _assert_index_plan(executed, indexes, ordered=ordered)
             assert _pages(executed) <= pages, (name, size, _pages(executed), executed)
             counts.append(_rows_read(executed))
     return read
 
 
-def _reads_all_of_it(setup: str, stats: str) -> set[str]:
-    """Where a tolerated plan is not flat either: WORKSPACE_PROBES_PICK_THE_READY_INDEX."""
-    return set(WORKSPACE_PROBES) if (setup, stats) == ("another-workspace", STATS[0]) else set()
-
-
 @pytest.mark.parametrize("stats", STATS)
 @pytest.mark.parametrize("setup", sorted(IN_FRONT))
 def test_claim_queries_stay_on_their_index_and_flat(admin, wanted, setup, stats):
-    skipped = _reads_all_of_it(setup, stats)  # held to it by the xfailed test below
-    names = tuple(name for name in _probes(wanted) if name not in skipped)
-    read = _measure(admin, wanted, setup, stats, names)
+    read = _measure(admin, wanted, setup, stats, tuple(_probes(wanted)))
     for name, (small, large) in read.items():
         assert small == large, f"{name}: {small} rows read behind {SMALL}, {large} behind {LARGE}"
 
@@ -367,14 +335,13 @@ def test_claim_queries_stay_on_their_index_and_flat(admin, wanted, setup, stats)
     assert [row["occurrence_id"] for row in found] == wanted["ids"][:2]
 
 
-@WORKSPACE_PROBES_PICK_THE_READY_INDEX
 @pytest.mark.parametrize(
     ("setup", "stats"), [("another-workspace", STATS[0]), ("lower-priority", STATS[1])]
 )
 def test_workspace_probes_read_the_workspace_index(admin, wanted, setup, stats):
     """Behind another workspace's backlog without statistics (the index read and the work),
     and behind a lower priority backlog with statistics (the index read)."""
-    read = _measure(admin, wanted, setup, stats, WORKSPACE_PROBES, strict=True)
+    read = _measure(admin, wanted, setup, stats, WORKSPACE_PROBES)
     for name, (small, large) in read.items():
         assert small == large, f"{name}: {small} rows read behind {SMALL}, {large} behind {LARGE}"
 
@@ -404,18 +371,9 @@ SWEEPS = {
     ),
     "due-waiting-rows-analyzed": ("waiting_due", ("job-mail", {"gate": 1, "priority": 5}), "after"),
 }
-PLANNER_DEPENDENT_SWEEPS = {"expired-leases-never-analyzed", "expired-leases-stale-statistics"}
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(case, marks=[EXPIRED_SWEEP_IS_NOT_AN_ORDERED_PROBE])
-        if case in PLANNER_DEPENDENT_SWEEPS
-        else case
-        for case in SWEEPS
-    ],
-)
+@pytest.mark.parametrize("case", list(SWEEPS))
 def test_a_sweep_reads_one_batch_in_index_order(admin, wanted, case):
     """Expired leases a claim may not take (another kind) and due waiting rows are read by
     every claim, up to a batch of them, in index order: never the whole pile, never sorted."""

@@ -577,25 +577,13 @@ def test_an_old_schema_is_upgraded_to_v4_in_place(pg_url, admin, open_pg, clock,
     assert store.verify().ok
 
 
-# The v4 migration points each key at the occurrence with the smallest seq, and seq is numbered
-# in the heap's physical order: an UPDATE moves a row's live version to the end of the heap, so
-# an older occurrence updated after its twin was written (v3's migration updates every row;
-# any claim or settle does) gets the larger seq, and the key then names the younger twin.
-# Reported to the lead: the migration should pick the oldest by (created_at, seq).
-SEQ_IS_HEAP_ORDER = pytest.mark.xfail(
-    strict=True,
-    reason="PostgreSQL v4 migration: DISTINCT ON … ORDER BY seq, seq numbered in heap order "
-    "(0004_jobledger-queues-v4.sql, jobledger_keys INSERT): not the oldest occurrence",
-)
-
-
 @pytest.mark.parametrize(
     ("version", "touched"),
     [
-        pytest.param(1, False, marks=SEQ_IS_HEAP_ORDER),
-        pytest.param(2, False, marks=SEQ_IS_HEAP_ORDER),
+        pytest.param(1, False),
+        pytest.param(2, False),
         (3, False),
-        pytest.param(3, True, marks=SEQ_IS_HEAP_ORDER),
+        pytest.param(3, True),
     ],
     ids=["v1", "v2", "v3", "v3-older-updated-later"],
 )

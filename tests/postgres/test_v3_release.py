@@ -22,14 +22,6 @@ from tests.fixtures.v3_release import (
 from tests.store.helpers import raises_code
 
 DUMP = V3_RELEASE / "v3.postgres.sql"
-# The release's duplicated key names its younger occurrence after the upgrade: the v4 migration
-# takes the smallest seq, and seq follows the heap, where the older row's live version moved to
-# the end when it was claimed and settled after its twin was written.
-SEQ_IS_HEAP_ORDER = pytest.mark.xfail(
-    strict=True,
-    reason="PostgreSQL v4 migration: DISTINCT ON … ORDER BY seq, seq numbered in heap order "
-    "(0004_jobledger-queues-v4.sql, jobledger_keys INSERT): not the oldest occurrence",
-)
 
 
 @pytest.fixture
@@ -99,7 +91,6 @@ def test_a_v3_schema_of_the_release_upgrades_keeping_every_row(
         assert store.verify().ok
 
 
-@SEQ_IS_HEAP_ORDER
 def test_the_duplicated_key_of_the_release_answers_with_its_oldest_occurrence(
     pg_url, admin, v3_schema, manifest
 ) -> None:

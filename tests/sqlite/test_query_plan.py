@@ -52,16 +52,6 @@ OCCURRENCES_ACCESS = re.compile(r"^(SCAN|SEARCH) (o|occurrences)\b")
 NOW = FakeClock()()
 SMALL, LARGE = 1, 25_000
 
-# ready_lanes finds the next (queue, kind) lane with a row-value range, ``(queue, kind) >
-# (?, ?)``, which SQLite (3.40) seeks on ``queue`` alone and then filters: each step of the skip
-# scan walks every ready row of the lane it leaves, so a claim that does not name both its
-# queues and its kinds reads the whole ready backlog of every lane it may see.
-READY_LANES_WALKS = pytest.mark.xfail(
-    strict=True,
-    reason="sqlite/queries.sql ready_lanes(_in_workspace): (o.queue, o.kind) > (lanes.queue, "
-    "lanes.kind) seeks on queue only and walks the lane it leaves (O(ready rows) per claim)",
-)
-
 
 def _authority(workspace: str | None = None) -> dict[str, Any]:
     authority: dict[str, Any] = {"principal": {"type": "user", "id": "tester"}}
@@ -199,8 +189,8 @@ PARAMS: dict[str, Any] = {
 # query: (the index every read of occurrences must use, what each read may be; None: only
 # that every read uses the index)
 PLANS: dict[str, tuple[str, list[str] | None]] = {
-    # the skip scans: the first lane is the index's first entry, each next one a seek past the
-    # previous (see READY_LANES_WALKS for what SQLite makes of that seek)
+    # the skip scans: the first lane is the index's first entry, each next one a seek to the
+    # next kind of the same queue or the first lane of the next queue
     "ready_lanes": (READY, None),
     "ready_lanes_in_workspace": (READY_WORKSPACE, None),
     "ready_probe": (READY, [f"SEARCH occurrences USING INDEX {READY} (queue=? AND kind=?)"]),
@@ -399,16 +389,6 @@ def _takes_front(setup: str, claim: str) -> bool:
     }.get(setup, set())
 
 
-def _walks_ready_lanes(setup: str, claim: str) -> bool:
-    """Claims that look their lanes up (not both queues and kinds named), with ready rows in
-    front that they can see: READY_LANES_WALKS."""
-    arguments = CLAIMS[claim]
-    if "queues" in arguments or setup not in READY_IN_FRONT:
-        return False
-    workspace = arguments.get("workspace_id")
-    return workspace is None or workspace == READY_IN_FRONT[setup]
-
-
 def _open(path: Path, *, analyzed: bool) -> SQLiteStore:
     store = jobledger.open_store(path, clock=FakeClock(NOW), synchronous="NORMAL")
     assert isinstance(store, SQLiteStore)
@@ -418,14 +398,7 @@ def _open(path: Path, *, analyzed: bool) -> SQLiteStore:
 
 
 FLAT_CASES = [
-    pytest.param(
-        setup,
-        claim,
-        id=f"{setup}-{claim}",
-        marks=[READY_LANES_WALKS] if _walks_ready_lanes(setup, claim) else [],
-    )
-    for setup in IN_FRONT
-    for claim in CLAIMS
+    pytest.param(setup, claim, id=f"{setup}-{claim}") for setup in IN_FRONT for claim in CLAIMS
 ]
 
 
@@ -503,7 +476,7 @@ def test_each_claim_query_reads_the_same_behind_any_backlog(
 
 @pytest.mark.parametrize(
     ("setup", "size"),
-    [("another-kind", SMALL), pytest.param("another-kind", LARGE, marks=READY_LANES_WALKS)],
+    [("another-kind", SMALL), ("another-kind", LARGE)],
 )
 def test_the_lane_skip_scan_reads_one_entry_per_lane(
     flat_file: FlatFile, setup: str, size: int, tmp_path: Path

@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -382,13 +382,27 @@ def connection_kwargs(*, connect_timeout: int, prepare_threshold: int | None) ->
 IDLE_IN_TRANSACTION_TIMEOUT = "60s"
 
 
-def begin_sql(schema: str, *, read_only: bool) -> str:
-    """One round trip: open the transaction, scope its settings to it, read the database clock."""
+# How the pool's write transactions plan (see begin_sql).
+WRITE_PLANNER_SETTINGS: Final = ("enable_bitmapscan = off", "enable_seqscan = off")
+
+
+def begin_sql(schema: str, *, read_only: bool, planner: tuple[str, ...] = ()) -> str:
+    """One round trip: open the transaction, scope its settings to it, read the database clock.
+
+    ``planner`` settings are scoped to the transaction too. The store's write transactions pass
+    :data:`WRITE_PLANNER_SETTINGS`: every query they run is an ordered index probe with a LIMIT
+    (or a look-up by key), and without statistics — a never-analysed table after a bulk load is
+    normal — the planner would otherwise read every expired lease through a bitmap, or the whole
+    table, and sort them to take the first few. Both stay possible where no index applies
+    (the settings only make them the last resort); migrations, which read whole tables, do not
+    take them.
+    """
     mode = "ISOLATION LEVEL REPEATABLE READ, READ ONLY" if read_only else "READ WRITE"
+    settings = "".join(f"SET LOCAL {setting}; " for setting in planner)
     return (
         f'BEGIN {mode}; SET LOCAL search_path TO "{schema}"; '
         f"SET LOCAL idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'; "
-        f"SELECT {_CLOCK_SQL}"
+        f"{settings}SELECT {_CLOCK_SQL}"
     )
 
 
@@ -438,7 +452,7 @@ class PostgresPool:
         self._pool_timeout = pool_timeout
         self._closed = False
         self._lock = threading.Lock()
-        self._begin_write = begin_sql(schema, read_only=False)
+        self._begin_write = begin_sql(schema, read_only=False, planner=WRITE_PLANNER_SETTINGS)
         self._begin_read = begin_sql(schema, read_only=True)
         self._pool: psycopg_pool.ConnectionPool[PgConnection] = psycopg_pool.ConnectionPool(
             conninfo,

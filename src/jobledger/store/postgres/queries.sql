@@ -26,7 +26,9 @@ SELECT seq, occurrence_id, job_id, status, fence, lease_owner, attempt, max_atte
        kind, queue, partition_key, priority, scheduled_for, lease_expires_at, workspace_id,
        runnable
 FROM occurrences
-WHERE status = 'running' AND lease_expires_at <= %(now)s
+-- Only running rows hold a lease (the CHECK): naming the lease alone keeps this on the leases
+-- index in expiry order (see 0004's jobledger_occurrences_leases).
+WHERE lease_expires_at <= %(now)s
 ORDER BY lease_expires_at, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -68,14 +70,14 @@ SELECT partition_key FROM parts WHERE partition_key IS NOT NULL
 -- name: ready_lanes
 WITH RECURSIVE lanes(queue, kind) AS (
   (SELECT queue, kind FROM occurrences
-   WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+   WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1 AND priority >= -100
    ORDER BY queue, kind LIMIT 1)
   UNION ALL
   SELECT nxt.queue, nxt.kind FROM lanes
   CROSS JOIN LATERAL (
     SELECT o.queue, o.kind FROM occurrences AS o
     WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-      AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
+      AND o.priority >= -100 AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
     ORDER BY o.queue, o.kind LIMIT 1
   ) AS nxt
 )
@@ -101,7 +103,8 @@ SELECT queue, kind FROM lanes
 
 -- name: ready_probe
 -- Every lane asked for at once: one index probe per (queue, kind) with its own room (LATERAL),
--- locked with SKIP LOCKED, merged in claim order.
+-- locked with SKIP LOCKED, merged in claim order. "priority >= -100" (always true) names the
+-- ready index's predicate, which only the probes that take every workspace state.
 SELECT c.* FROM unnest(%(queues)s::text[], %(kinds)s::text[], %(rooms)s::int[])
   AS lane(queue, kind, room)
 CROSS JOIN LATERAL (
@@ -110,7 +113,7 @@ CROSS JOIN LATERAL (
   FROM occurrences AS o
   WHERE o.queue = lane.queue AND o.kind = lane.kind
     AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-    AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
+    AND o.priority >= -100 AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
   ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.seq
   LIMIT lane.room
   FOR UPDATE OF o SKIP LOCKED
@@ -139,7 +142,7 @@ SELECT occurrence_id, job_id, status, queue, kind, priority, scheduled_for,
        available_at AS due_at
 FROM occurrences
 WHERE queue = %(queue)s AND kind = %(kind)s
-  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1 AND priority >= -100
   AND available_at <= %(now)s
 ORDER BY priority DESC, available_at, scheduled_for, seq
 LIMIT 1

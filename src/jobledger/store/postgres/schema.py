@@ -260,7 +260,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         1: "294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
-        4: "286f541b6b9e3d531e16ce3782addede5cb5141670294125d9d47e0feb6ef180",
+        4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -67,7 +67,9 @@ SELECT partition_key FROM parts WHERE partition_key IS NOT NULL
 
 -- name: ready_lanes
 -- The (queue, kind) lanes that hold ready rows, by skipping through the claim index one lane at
--- a time (O(lanes · log n)), for claims that do not name both their queues and kinds.
+-- a time (O(lanes · log n)), for claims that do not name both their queues and kinds. Each step
+-- seeks the next kind in the same queue, else the first lane of the next queue: a row-value
+-- comparison (queue, kind) > (…) would seek on queue alone and walk the lane it leaves.
 WITH RECURSIVE lanes(queue, kind) AS (
   SELECT * FROM (
     SELECT queue, kind FROM occurrences INDEXED BY jobledger_occurrences_ready
@@ -75,14 +77,26 @@ WITH RECURSIVE lanes(queue, kind) AS (
     ORDER BY queue, kind LIMIT 1
   )
   UNION ALL
-  SELECT (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
-          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
-          ORDER BY o.queue, o.kind LIMIT 1),
-         (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
-          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
-          ORDER BY o.queue, o.kind LIMIT 1)
+  SELECT
+    -- the next kind in this queue, else the first lane of the next queue
+    COALESCE(
+    (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+     WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue = lanes.queue AND o.kind > lanes.kind
+     ORDER BY o.kind LIMIT 1),
+    (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+     WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue > lanes.queue
+     ORDER BY o.queue, o.kind LIMIT 1)),
+    COALESCE(
+    (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+     WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue = lanes.queue AND o.kind > lanes.kind
+     ORDER BY o.kind LIMIT 1),
+    (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready
+     WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue > lanes.queue
+     ORDER BY o.queue, o.kind LIMIT 1))
   FROM lanes WHERE lanes.queue IS NOT NULL
 )
 SELECT queue, kind FROM lanes WHERE queue IS NOT NULL
@@ -96,16 +110,26 @@ WITH RECURSIVE lanes(queue, kind) AS (
     ORDER BY queue, kind LIMIT 1
   )
   UNION ALL
-  SELECT (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
-          WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL
-            AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
-          ORDER BY o.queue, o.kind LIMIT 1),
-         (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
-          WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL
-            AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
-            AND (o.queue, o.kind) > (lanes.queue, lanes.kind)
-          ORDER BY o.queue, o.kind LIMIT 1)
+  SELECT
+    -- the next kind in this queue, else the first lane of the next queue
+    COALESCE(
+    (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+     WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL AND o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue = lanes.queue AND o.kind > lanes.kind
+     ORDER BY o.kind LIMIT 1),
+    (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+     WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL AND o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue > lanes.queue
+     ORDER BY o.queue, o.kind LIMIT 1)),
+    COALESCE(
+    (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+     WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL AND o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue = lanes.queue AND o.kind > lanes.kind
+     ORDER BY o.kind LIMIT 1),
+    (SELECT o.kind FROM occurrences AS o INDEXED BY jobledger_occurrences_ready_workspace
+     WHERE o.workspace_id = :workspace_id AND o.workspace_id IS NOT NULL AND o.status IN ('queued', 'retry_wait') AND o.gate = 0
+       AND o.runnable = 1 AND o.queue > lanes.queue
+     ORDER BY o.queue, o.kind LIMIT 1))
   FROM lanes WHERE lanes.queue IS NOT NULL
 )
 SELECT queue, kind FROM lanes WHERE queue IS NOT NULL

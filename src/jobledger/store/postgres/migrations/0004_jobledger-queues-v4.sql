@@ -106,9 +106,12 @@ CREATE INDEX jobledger_occurrences_kind ON occurrences (kind, created_at, seq);
 -- Claims: ready rows only, per (queue, kind), larger priority first, then due order. Every
 -- leading column of a claim probe is bound by equality, so the planner's choice does not
 -- depend on statistics (a never-analysed table is the normal state after a bulk load).
+-- "priority >= -100" always holds (the column's CHECK); only the probes that take every
+-- workspace state it, so a workspace probe can never pick this index and filter another
+-- workspace's backlog row by row: it must use the workspace index below.
 CREATE INDEX jobledger_occurrences_ready ON occurrences (
   queue, kind, priority DESC, available_at, scheduled_for, seq
-) WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1;
+) WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1 AND priority >= -100;
 CREATE INDEX jobledger_occurrences_ready_workspace ON occurrences (
   workspace_id, queue, kind, priority DESC, available_at, scheduled_for, seq
 ) WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
@@ -118,8 +121,11 @@ CREATE INDEX jobledger_occurrences_waiting ON occurrences (available_at, seq)
 CREATE INDEX jobledger_occurrences_held ON occurrences (
   queue, partition_key, priority DESC, available_at, scheduled_for, seq
 ) WHERE status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1;
+-- Leases by expiry: the claim's sweep of expired leases. Only running rows hold one (the CHECK),
+-- and the sweep names the lease, not the status, so no status-led index can serve it: with
+-- statistics that say few rows run, the planner would read every running row and sort them.
 CREATE INDEX jobledger_occurrences_leases ON occurrences (lease_expires_at, seq)
-  WHERE status = 'running';
+  WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX jobledger_occurrences_running ON occurrences (queue, lease_owner)
   WHERE status = 'running';
 CREATE INDEX jobledger_occurrences_lanes ON occurrences (queue, partition_key)
@@ -139,7 +145,8 @@ INSERT INTO jobledger_keys (job_id, trigger_key, occurrence_id)
 SELECT DISTINCT ON (job_id, trigger_key) job_id, trigger_key, occurrence_id
 FROM occurrences
 WHERE substr(trigger_key, 1, 4) = 'key:'
-ORDER BY job_id, trigger_key, seq;
+-- created_at first: seq was numbered in heap order, and an update moves a row to the heap's end.
+ORDER BY job_id, trigger_key, created_at, seq;
 
 CREATE TABLE jobledger_queues (
   name                   TEXT PRIMARY KEY,

@@ -177,16 +177,17 @@ CREATE TABLE jobledger_keys (
   PRIMARY KEY (job_id, trigger_key)
 ) WITHOUT ROWID;
 
--- Keys used before v4: the oldest occurrence of each answers later enqueues of the key (SQLite
--- takes the bare occurrence_id from the row that holds the MIN).
+-- Keys used before v4: the oldest occurrence of each (by creation, then insertion) answers
+-- later enqueues of the key.
 INSERT INTO jobledger_keys (job_id, trigger_key, occurrence_id)
 SELECT job_id, trigger_key, occurrence_id
 FROM (
-  SELECT job_id, trigger_key, occurrence_id, MIN(seq) AS first_seq
+  SELECT job_id, trigger_key, occurrence_id,
+         ROW_NUMBER() OVER (PARTITION BY job_id, trigger_key ORDER BY created_at, seq) AS n
   FROM occurrences
   WHERE substr(trigger_key, 1, 4) = 'key:'
-  GROUP BY job_id, trigger_key
-);
+)
+WHERE n = 1;
 
 -- Queue declarations (SPEC §7): limits, and the pause state (not part of a declaration).
 CREATE TABLE jobledger_queues (
