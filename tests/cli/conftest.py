@@ -103,9 +103,13 @@ class Cli:
     def json(self, *argv: str, **options: Any) -> Any:
         return self.ok("--json", *argv, **options).json
 
-    def open(self) -> jobledger.Store:
+    def open(self, clock: jobledger.Clock | None = None) -> jobledger.Store:
+        """The store under test; ``clock``: write on that timeline (e.g. a worker app's)."""
         assert self.target is not None
-        return jobledger.open_store(self.target, migrate=False, **_listen_off(self.target))
+        timeline: dict[str, Any] = {} if clock is None else {"clock": clock}
+        return jobledger.open_store(
+            self.target, migrate=False, **_listen_off(self.target), **timeline
+        )
 
 
 def _listen_off(target: str) -> dict[str, Any]:

@@ -351,7 +351,11 @@ def flaky_app(tmp_path, monkeypatch):
 
 
 def _enqueue_flaky(cli: Cli, *plans: str, available_at: int | None = None) -> None:
-    with cli.open() as store:
+    # On the app's timeline (a FakeClock from its start): a row's instants never go back, so
+    # rows written at today's time would keep a worker on 2026-01-01 waiting for today.
+    from jobledger.testing import FakeClock
+
+    with cli.open(FakeClock()) as store:
         if store.get_job("flaky") is None:
             store.create_job(id="flaky", kind="flaky", authority=AUTHORITY, max_attempts=5)
         for plan in plans:

@@ -21,7 +21,7 @@ __all__ = [
     "claim_event_data",
     "count_settlement",
     "event_params",
-    "lease_expiry",
+    "checked_lease",
     "lease_lost",
     "liveness_lock_unavailable",
     "minute_of",
@@ -38,11 +38,16 @@ LAZY_DEAD_LETTER_BATCH = 100
 MINUTE_MS = 60_000
 
 
-def lease_expiry(now: int, lease_ms: int) -> int:
-    expires = now + lease_ms
-    if expires > contract.MAX_SAFE_INTEGER:
+def checked_lease(now: int, lease_ms: int) -> int:
+    """``lease_ms``, once its expiry from ``now`` is known to stay in the safe integer range.
+
+    The stores add it to the row's effective instant (the later of ``now`` and the row's last
+    change), so a lease never starts before the row's own timeline: a row changed by a process
+    whose clock runs ahead is still leased for ``lease_ms`` from that change, not born expired.
+    """
+    if now + lease_ms > contract.MAX_SAFE_INTEGER:
         raise InvalidArgument("lease expiry exceeds the safe integer range")
-    return expires
+    return lease_ms
 
 
 def lease_lost(occurrence_id: str) -> LeaseLost:

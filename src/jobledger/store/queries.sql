@@ -328,8 +328,10 @@ RETURNING kind, queue, partition_key, updated_at
 -- renewal whose transaction read its clock a moment before the reaper's (PostgreSQL reads the
 -- clock when a transaction begins, and this one may have waited for the row lock).
 UPDATE occurrences
-SET lease_expires_at = CASE WHEN lease_expires_at > :lease_expires_at
-                            THEN lease_expires_at ELSE :lease_expires_at END,
+SET lease_expires_at = CASE
+      WHEN lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms
+      THEN lease_expires_at
+      ELSE (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms END,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'

@@ -352,7 +352,7 @@ class ClaimOperations(OperationsBase):
             {
                 "ids": tx.id_list([int(row["seq"]) for row in picked]),
                 "owner_id": owner,
-                "lease_expires_at": common.lease_expiry(now, lease),
+                "lease_ms": common.checked_lease(now, lease),
                 "now": now,
             },
         )

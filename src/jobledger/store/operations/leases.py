@@ -36,7 +36,7 @@ class LeaseOperations(OperationsBase):
                     "occurrence_id": key,
                     "owner_id": owner,
                     "fence": fence,
-                    "lease_expires_at": common.lease_expiry(now, lease),
+                    "lease_ms": common.checked_lease(now, lease),
                     "now": now,
                 }
                 for key, owner, fence, lease in renewals

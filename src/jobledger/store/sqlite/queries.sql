@@ -185,7 +185,7 @@ SET status = 'running',
     attempt = attempt + 1,
     fence = fence + 1,
     lease_owner = :owner_id,
-    lease_expires_at = :lease_expires_at,
+    lease_expires_at = (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = NULL
 WHERE seq IN (SELECT value FROM json_each(:ids))
