@@ -7,8 +7,9 @@ state change appends to an audit event log.
 """
 
 from .app import App
+from .authority import normalize_authority
 from .clock import Clock, system_clock
-from .contract import canonical_json, derive_occurrence_identity, normalize_authority
+from .contract import canonical_json, derive_occurrence_identity
 from .engine.handlers import (
     AuthorizationRequest,
     Authorizer,

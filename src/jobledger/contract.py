@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
@@ -68,7 +67,6 @@ __all__ = [
     "encode_trusted_json",
     "is_safe_int",
     "json_string",
-    "normalize_authority",
     "normalize_epoch_ms",
     "normalize_history_limit",
     "normalize_identifier",
@@ -146,7 +144,7 @@ def is_safe_int(value: object) -> bool:
     return type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
 
 
-def _is_integral_number(value: object) -> bool:
+def is_integral_number(value: object) -> bool:
     # The reference uses Number.isSafeInteger, which accepts 3.0; mirror that for floats.
     if type(value) is float:
         return math.isfinite(value) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER
@@ -155,20 +153,20 @@ def _is_integral_number(value: object) -> bool:
 
 def normalize_positive_int(value: object, field: str) -> int:
     """A safe integer ≥ 1 (``bool`` rejected, ``3.0`` accepted as 3)."""
-    if not _is_integral_number(value) or value < 1:  # type: ignore[operator]
+    if not is_integral_number(value) or value < 1:  # type: ignore[operator]
         raise InvalidArgument(f"{field} must be a positive integer")
     return int(value)  # type: ignore[call-overload,no-any-return]
 
 
 def normalize_epoch_ms(value: object, field: str) -> int:
     """A non-negative safe integer of epoch milliseconds."""
-    if not _is_integral_number(value) or value < 0:  # type: ignore[operator]
+    if not is_integral_number(value) or value < 0:  # type: ignore[operator]
         raise InvalidArgument(f"{field} must be a non-negative safe-integer epoch ms")
     return int(value)  # type: ignore[call-overload,no-any-return]
 
 
 def normalize_max_attempts(value: object = DEFAULT_MAX_ATTEMPTS) -> int:
-    if not _is_integral_number(value) or not 1 <= value <= MAX_JOB_ATTEMPTS:  # type: ignore[operator]
+    if not is_integral_number(value) or not 1 <= value <= MAX_JOB_ATTEMPTS:  # type: ignore[operator]
         raise InvalidArgument(f"maxAttempts must be an integer between 1 and {MAX_JOB_ATTEMPTS}")
     return int(value)  # type: ignore[call-overload,no-any-return]
 
@@ -176,7 +174,7 @@ def normalize_max_attempts(value: object = DEFAULT_MAX_ATTEMPTS) -> int:
 def normalize_history_limit(value: object = DEFAULT_HISTORY_LIMIT) -> int:
     if value is None:
         return DEFAULT_HISTORY_LIMIT
-    if not _is_integral_number(value) or value < 1:  # type: ignore[operator]
+    if not is_integral_number(value) or value < 1:  # type: ignore[operator]
         raise InvalidArgument("history limit must be a positive integer")
     return min(int(value), MAX_HISTORY_LIMIT)  # type: ignore[call-overload,no-any-return]
 
@@ -274,7 +272,7 @@ def normalize_lost_lease_policy(value: object, field: str = "on_lost_lease") -> 
 # JSON
 
 
-def _utf16_sort_key(key: str) -> bytes:
+def utf16_sort_key(key: str) -> bytes:
     # Big-endian UTF-16 bytes compare exactly like UTF-16 code units, which is how ECMAScript's
     # default sort orders strings (it differs from code-point order only for astral characters).
     return key.encode("utf-16-be", "surrogatepass")
@@ -286,7 +284,7 @@ def _is_array_index(key: str) -> bool:
 
 def _ordered_keys(keys: list[str]) -> list[str]:
     indexes = sorted((k for k in keys if _is_array_index(k)), key=int)
-    names = sorted((k for k in keys if not _is_array_index(k)), key=_utf16_sort_key)
+    names = sorted((k for k in keys if not _is_array_index(k)), key=utf16_sort_key)
     return indexes + names
 
 
@@ -464,108 +462,6 @@ def parse_stored_json(text: str) -> Any:
             f"Stored JSON is nested deeper than jobledger writes ({MAX_JSON_DEPTH} levels) and "
             "too deep to read"
         ) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Authority envelope
-
-_AUTHORITY_KEYS: Final = frozenset(
-    {
-        "schemaVersion",
-        "principal",
-        "tenantId",
-        "workspaceId",
-        "requestedCapabilities",
-        "authorizationRefs",
-    }
-)
-_REF_KEYS: Final = frozenset(
-    {
-        "decisionId",
-        "policyRevision",
-        "schedulerPolicyRevision",
-        "grantIds",
-        "approvalIds",
-        "delegationIds",
-    }
-)
-
-
-def _require_plain_object(value: object, field: str) -> Mapping[str, Any]:
-    if type(value) is not dict:
-        raise InvalidArgument(f"{field} must be a plain object")
-    return value
-
-
-def _reject_unknown(value: Mapping[str, Any], allowed: frozenset[str], field: str) -> None:
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise InvalidArgument(f"{field} contains unknown fields", details={"fields": unknown})
-
-
-def _optional_identifier(value: object, field: str) -> str | None:
-    return None if value is None else normalize_identifier(value, field)
-
-
-def _identifier_list(value: object, field: str) -> list[str]:
-    if value is None:
-        return []
-    if type(value) not in (list, tuple):
-        raise InvalidArgument(f"{field} must be an array of identifiers")
-    items: list[object] = list(value)  # type: ignore[call-overload]
-    if len(items) > MAX_CAPABILITIES:
-        raise InvalidArgument(f"{field} must contain at most {MAX_CAPABILITIES} identifiers")
-    unique = {normalize_identifier(item, field) for item in items}
-    return sorted(unique, key=_utf16_sort_key)
-
-
-def normalize_authority(value: object) -> dict[str, Any]:
-    """Normalize an authority envelope (descriptive evidence of who asked; never a grant)."""
-    envelope = _require_plain_object(value, "authority")
-    _reject_unknown(envelope, _AUTHORITY_KEYS, "authority")
-    version = envelope.get("schemaVersion", AUTHORITY_ENVELOPE_VERSION)
-    if not (_is_integral_number(version) and version == AUTHORITY_ENVELOPE_VERSION):
-        raise InvalidArgument("authority.schemaVersion must be 1")
-    principal = _require_plain_object(envelope.get("principal"), "authority.principal")
-    _reject_unknown(principal, frozenset({"type", "id"}), "authority.principal")
-    refs_input = envelope.get("authorizationRefs")
-    refs_in = (
-        {}
-        if refs_input is None
-        else _require_plain_object(refs_input, "authority.authorizationRefs")
-    )
-    _reject_unknown(refs_in, _REF_KEYS, "authority.authorizationRefs")
-
-    refs: dict[str, Any] = {
-        "decisionId": _optional_identifier(
-            refs_in.get("decisionId"), "authority.authorizationRefs.decisionId"
-        ),
-        "policyRevision": _optional_identifier(
-            refs_in.get("policyRevision"), "authority.authorizationRefs.policyRevision"
-        ),
-    }
-    if "schedulerPolicyRevision" in refs_in:
-        refs["schedulerPolicyRevision"] = _optional_identifier(
-            refs_in["schedulerPolicyRevision"],
-            "authority.authorizationRefs.schedulerPolicyRevision",
-        )
-    for key in ("grantIds", "approvalIds", "delegationIds"):
-        refs[key] = _identifier_list(refs_in.get(key), f"authority.authorizationRefs.{key}")
-    return {
-        "schemaVersion": AUTHORITY_ENVELOPE_VERSION,
-        "principal": {
-            "type": normalize_identifier(
-                principal.get("type"), "authority.principal.type", max_length=64
-            ),
-            "id": normalize_identifier(principal.get("id"), "authority.principal.id"),
-        },
-        "tenantId": _optional_identifier(envelope.get("tenantId"), "authority.tenantId"),
-        "workspaceId": _optional_identifier(envelope.get("workspaceId"), "authority.workspaceId"),
-        "requestedCapabilities": _identifier_list(
-            envelope.get("requestedCapabilities"), "authority.requestedCapabilities"
-        ),
-        "authorizationRefs": refs,
-    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ FLOORS = {
     "errors": 1,
     "clock": 1,
     "contract": 1,
+    "authority": 1,
     "models": 1,
     "durations": 1,
     "logs": 1,

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
+from ..authority import normalize_authority
 from ..contract import (
     DEFAULT_EXECUTION_ERROR,
     DEFAULT_QUEUE,
     TERMINAL_STATUSES,
     canonical_json,
-    normalize_authority,
     normalize_epoch_ms,
     normalize_identifier,
     normalize_max_attempts,

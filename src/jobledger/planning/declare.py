@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, TypedDict, TypeVar, Unpack
 
 from .. import contract
+from ..authority import normalize_authority
 from ..errors import InvalidArgument
 from ..models import Job
 from ..schedules.json_format import AMBIGUOUS_POLICIES, NONEXISTENT_POLICIES, check_choice
@@ -243,7 +244,7 @@ def declare_schedule(
         "max_attempts", lambda: contract.normalize_max_attempts(given["max_attempts"])
     )
     payload = given["payload"]
-    normalized_authority = _checked("authority", lambda: contract.normalize_authority(authority))
+    normalized_authority = _checked("authority", lambda: normalize_authority(authority))
     normalized_payload = _checked("payload", lambda: contract.normalize_json(payload, "payload"))
     wanted: dict[str, Any] = {
         "kind": job_kind,

@@ -18,10 +18,10 @@ from .tx import Row
 __all__ = [
     "LAZY_DEAD_LETTER_BATCH",
     "LEASE_EXPIRED_ERROR",
+    "checked_lease",
     "claim_event_data",
     "count_settlement",
     "event_params",
-    "checked_lease",
     "lease_lost",
     "liveness_lock_unavailable",
     "minute_of",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import contract
+from ..authority import normalize_authority
 from ..errors import InvalidArgument
 from ..models import UNSET, EnqueueRequest, Renewal, Settlement
 
@@ -119,7 +120,7 @@ def normalize_job_input(
         kind=contract.normalize_identifier(kind, "job.kind", max_length=128),
         trigger=contract.normalize_json({} if trigger is None else trigger, "job.trigger"),
         payload=contract.normalize_json(payload, "job.payload"),
-        authority=contract.normalize_authority(authority),
+        authority=normalize_authority(authority),
         enabled=normalize_boolean(enabled, "job.enabled"),
         max_attempts=contract.normalize_max_attempts(max_attempts),
         queue=contract.normalize_queue_name(queue, "job.queue"),
@@ -150,7 +151,7 @@ def normalize_job_patch(patch: object) -> tuple[dict[str, Any], list[str]]:
     if "payload" in patch:
         normalized["payload"] = contract.normalize_json(patch["payload"], "job.payload")
     if "authority" in patch:
-        normalized["authority"] = contract.normalize_authority(patch["authority"])
+        normalized["authority"] = normalize_authority(patch["authority"])
     if "enabled" in patch:
         normalized["enabled"] = normalize_boolean(patch["enabled"], "job.enabled")
     if "max_attempts" in patch:

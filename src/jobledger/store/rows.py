@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import contract
+from ..authority import normalize_authority
 from ..errors import DataCorrupt, InvalidArgument
 from ..models import Event, Job, Occurrence, Queue, Rate
 
@@ -47,7 +48,7 @@ def read_stored_authority(encoded: object, what: str) -> dict[str, Any]:
     """Parse *and validate* a stored authority envelope (for verification)."""
     value = read_stored_json(encoded, what)
     try:
-        return contract.normalize_authority(value)
+        return normalize_authority(value)
     except InvalidArgument as exc:
         raise DataCorrupt(f"Stored {what} does not match authority envelope v1") from exc
 

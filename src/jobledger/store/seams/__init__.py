@@ -1,0 +1,1 @@
+"""The :class:`~jobledger.store.base.Store` protocol, one part per area of operations."""
