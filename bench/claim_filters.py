@@ -86,9 +86,7 @@ def prepare_queues(store: Any, scenario: str, size: int, cycles: int) -> dict[st
             return {"kinds": {"mail"}}
         return {"kinds": {"mail"}, "queues": {"default"}}
     if scenario == "partition":
-        store.declare_queue(
-            jobledger.Queue(name="tenants", partition_concurrency=1), actor="bench"
-        )
+        store.declare_queue(jobledger.Queue(name="tenants", partition_concurrency=1), actor="bench")
         enqueue(store, "noise", size + 1, backlog_due, queue="tenants", partition="big")
         occupant = store.claim_next(owner_id="occupant", lease_ms=86_400_000, kinds={"mail"})
         assert occupant is not None
