@@ -209,6 +209,8 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     store.declare_queue(jobledger.Queue("reports", partition_concurrency=1), actor="ops")
     store.pause_queue("reports", reason="incident", actor="ops")
     assert store.claim_next(owner_id="w6", lease_ms=MINUTE, kinds=["report"]) is None
+    assert {depth.name for depth in store.queue_depths()} >= {"reports", "default"}
+    assert store.occurrence_gate(claimed[0].id) is not None
     store.resume_queue("reports", actor="ops")
     future = store.enqueue_occurrence(
         job_id="mail", scheduled_for=clock(), trigger_key="later", available_at=clock() + 5

@@ -21,7 +21,7 @@ from .plans import (
     SkipReason,
     SlotFiring,
 )
-from .queues import MIN_RATE_WINDOW, Queue, Rate
+from .queues import DEPTH_CAP, MIN_RATE_WINDOW, OccurrenceGate, Queue, QueueDepth, Rate
 from .records import (
     UNSET,
     WORKER_STALE_AFTER,
@@ -51,6 +51,7 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
+    "DEPTH_CAP",
     "DEFAULT_DUE_LIMIT",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",
@@ -77,7 +78,9 @@ __all__ = [
     "ParentFailurePolicy",
     "PlanOutcome",
     "PruneReport",
+    "OccurrenceGate",
     "Queue",
+    "QueueDepth",
     "Rate",
     "Renewal",
     "RunResult",

@@ -15,7 +15,7 @@ from typing import Any
 from ..contract import DEFAULT_QUEUE, is_safe_int
 from ..errors import InvalidArgument
 
-__all__ = ["MIN_RATE_WINDOW", "Queue", "Rate"]
+__all__ = ["DEPTH_CAP", "MIN_RATE_WINDOW", "OccurrenceGate", "Queue", "QueueDepth", "Rate"]
 
 MIN_RATE_WINDOW = timedelta(seconds=1)
 _ONE_MS = timedelta(milliseconds=1)
@@ -104,3 +104,74 @@ class Queue:
             "pausedBy": self.paused_by,
             "revision": self.revision,
         }
+
+
+# The most rows a per-queue count reads before it stops and says "at least" (bounded reads).
+DEPTH_CAP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """What a queue holds now (:meth:`~jobledger.Store.queue_depths`).
+
+    ``ready`` rows are due and claimable; ``waiting`` ones are not due yet, or due and not yet
+    staged by a claim; ``held`` ones are due but their partition is at its limit (SPEC §7);
+    ``running`` counts claimed, unsettled occurrences; ``blocked`` ones wait for parents.
+    Occurrences of a disabled job are in none of them. Every count stops at a cap:
+    ``capped`` names the counts that reached it (the true number is at least that).
+    ``rate_claims`` is the claims taken in the queue's current rate window, which ends at
+    ``rate_window_end`` (``None`` without a ``rate``).
+    """
+
+    queue: Queue
+    ready: int = 0
+    waiting: int = 0
+    held: int = 0
+    running: int = 0
+    blocked: int = 0
+    capped: frozenset[str] = frozenset()
+    rate_claims: int = 0
+    rate_window_end: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def depth(self) -> int:
+        """Queued work: ready, waiting and held rows."""
+        return self.ready + self.waiting + self.held
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue.to_json(),
+            "depth": self.depth,
+            "ready": self.ready,
+            "waiting": self.waiting,
+            "held": self.held,
+            "running": self.running,
+            "blocked": self.blocked,
+            "capped": sorted(self.capped),
+            "rateClaims": self.rate_claims,
+            "rateWindowEnd": self.rate_window_end,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceGate:
+    """Where a queued occurrence stands in the claim lane (:meth:`~jobledger.Store.occurrence_gate`).
+
+    ``gate`` is ``"ready"``, ``"waiting"`` or ``"held"`` for a queued or retrying occurrence,
+    else ``None``. For one with a partition: that partition's running occurrences
+    (``partition_running``, capped at the cap), and its rate window's claims and the instant held
+    rows are woken at (``partition_wake_at``: the next window, when the window ran out).
+    """
+
+    occurrence_id: str
+    queue: str
+    partition: str | None
+    gate: str | None
+    runnable: bool
+    partition_running: int = 0
+    partition_rate_claims: int = 0
+    partition_wake_at: int | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .operations import (
     AdminOperations,
     ClaimOperations,
+    DepthOperations,
     JobOperations,
     LeaseOperations,
     OccurrenceOperations,
@@ -31,5 +32,6 @@ class LedgerStore(
     AdminOperations,
     ScheduleOperations,
     QueueOperations,
+    DepthOperations,
 ):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

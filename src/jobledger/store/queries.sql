@@ -706,3 +706,43 @@ WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
   AND available_at <= :now
 ORDER BY available_at
 LIMIT :limit
+
+-- ===========================================================================================
+-- queue depths (operators' read model: CLI `queue`, dashboard, metrics, explain); every read
+-- is bounded by :cap rows or by the number of queues
+
+-- name: running_queues
+-- Queues with running rows (the running index; running rows are bounded by workers' slots).
+SELECT DISTINCT queue FROM occurrences WHERE status = 'running'
+
+-- name: waiting_by_queue
+-- The :cap earliest-due waiting rows, counted per queue (a scan of the waiting index that stops
+-- at the cap: past it, every count is a lower bound).
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences
+  WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  ORDER BY available_at
+  LIMIT :cap
+) AS waiting
+GROUP BY queue
+
+-- name: blocked_by_queue
+-- The :cap oldest blocked rows (waiting for parents), counted per queue (the status index).
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences
+  WHERE status = 'blocked'
+  ORDER BY created_at
+  LIMIT :cap
+) AS blocked
+GROUP BY queue
+
+-- name: count_partition_running
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = :queue AND partition_key = :partition_key AND status = 'running'
+  LIMIT :cap
+) AS running
+
+-- name: occurrence_gate
+SELECT occurrence_id, queue, partition_key, status, gate, runnable FROM occurrences
+WHERE occurrence_id = :occurrence_id

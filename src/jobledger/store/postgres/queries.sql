@@ -235,3 +235,34 @@ JOIN jobs AS j
 ORDER BY e.position
 ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
+
+-- name: count_ready_in_queue
+-- Ready rows of a queue, bounded by :cap; "priority >= -100" lets the claim index serve it.
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = %(queue)s AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+    AND priority >= -100
+  LIMIT %(cap)s
+) AS ready
+
+-- name: count_held_in_queue
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = %(queue)s AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+  LIMIT %(cap)s
+) AS held
+
+-- name: held_queues
+-- Queues with held rows, skipping through the held index one queue at a time.
+WITH RECURSIVE found(queue) AS (
+  SELECT (SELECT queue FROM occurrences
+          WHERE status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+          ORDER BY queue LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.queue FROM occurrences AS o
+          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 2 AND o.runnable = 1
+            AND o.queue > found.queue
+          ORDER BY o.queue LIMIT 1)
+  FROM found WHERE found.queue IS NOT NULL
+)
+SELECT queue FROM found WHERE queue IS NOT NULL

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ...contract import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from ...models import (
+    DEPTH_CAP,
     AuditRecord,
     DueItem,
     DueSchedules,
@@ -16,9 +17,11 @@ from ...models import (
     Job,
     LeaseHolder,
     Occurrence,
+    OccurrenceGate,
     PlanOutcome,
     PruneReport,
     Queue,
+    QueueDepth,
     SchedulePlan,
     ScheduleState,
     ThroughputBucket,
@@ -223,6 +226,23 @@ class QueueOperations(Protocol):
     def resume_queue(self, name: str, *, actor: str) -> Queue:
         """Resume a paused queue (appends ``queue_resumed``); a queue not paused is returned as
         it is."""
+        ...
+
+    def queue_depths(
+        self, *, names: Collection[str] | None = None, cap: int = DEPTH_CAP
+    ) -> list[QueueDepth]:
+        """Per queue, by name: its declaration (a queue nobody declared has no limits) and its
+        ready, waiting, held, running and blocked occurrences — for ``names``, or for every
+        queue that is declared or holds live work (at most 1,000). Bounded reads: each count
+        stops at ``cap`` (1..1,000,000) rows and ``QueueDepth.capped`` names the counts that
+        reached it; waiting and blocked come from one scan of at most ``cap`` rows each across
+        all queues. ``rate_claims`` / ``rate_window_end``: the queue's current rate window."""
+        ...
+
+    def occurrence_gate(self, occurrence_id: str) -> OccurrenceGate | None:
+        """Where an occurrence stands in the claim lane: its gate (``ready``, ``waiting``,
+        ``held``; ``None`` unless queued or retrying), and for one with a partition that
+        partition's running count and rate window. ``None`` when there is no such occurrence."""
         ...
 
 

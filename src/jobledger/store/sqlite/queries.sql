@@ -260,3 +260,33 @@ WHERE true
 ORDER BY r.position
 ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
+
+-- name: count_ready_in_queue
+-- Ready rows of a queue, bounded by :cap (the claim index, led by the queue).
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences INDEXED BY jobledger_occurrences_ready
+  WHERE queue = :queue AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+  LIMIT :cap
+)
+
+-- name: count_held_in_queue
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences INDEXED BY jobledger_occurrences_held
+  WHERE queue = :queue AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+  LIMIT :cap
+)
+
+-- name: held_queues
+-- Queues with held rows, skipping through the held index one queue at a time.
+WITH RECURSIVE found(queue) AS (
+  SELECT (SELECT queue FROM occurrences INDEXED BY jobledger_occurrences_held
+          WHERE status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+          ORDER BY queue LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.queue FROM occurrences AS o INDEXED BY jobledger_occurrences_held
+          WHERE o.status IN ('queued', 'retry_wait') AND o.gate = 2 AND o.runnable = 1
+            AND o.queue > found.queue
+          ORDER BY o.queue LIMIT 1)
+  FROM found WHERE found.queue IS NOT NULL
+)
+SELECT queue FROM found WHERE queue IS NOT NULL
