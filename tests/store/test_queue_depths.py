@@ -92,3 +92,16 @@ def test_occurrence_gate_says_where_a_queued_occurrence_stands(store, clock, aut
     running = store.occurrence_gate(first.id)
     assert running is not None and running.gate is None
     assert store.occurrence_gate("occ_" + "0" * 64) is None
+
+
+def test_a_first_partition_limit_holds_rows_enqueued_before_it(store, clock, authority):
+    # Rows enqueued into an undeclared queue are ready at once; declaring a partition limit
+    # afterwards must send them back through admission, or two claims run two of them.
+    make_job(store, authority, "report", kind="report", queue="reports")
+    for index in range(3):
+        enqueue(store, "report", clock(), f"r{index}", partition="customer:1")
+    store.declare_queue(Queue("reports", partition_concurrency=1), actor="ops")
+    assert claim(store, owner="w1").partition == "customer:1"
+    assert store.claim_next(owner_id="w2", lease_ms=MINUTE) is None
+    depth = _depths(store)["reports"]
+    assert (depth.running, depth.held, depth.ready) == (1, 2, 0)

@@ -15,6 +15,7 @@ from typing import Any
 from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
 from ..models import Occurrence
+from ..planning.waiting import WaitReason, why_waiting
 from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
 from .bulk import apply_each, resolve_targets
@@ -134,7 +135,9 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str:
+def _detail_text(
+    ctx: Context, occurrence: Occurrence, events: list[Any], waiting: list[WaitReason]
+) -> str:
     def pretty(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
@@ -146,7 +149,10 @@ def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str
         f"scheduled:    {ctx.when(o.scheduled_for)} (trigger key {o.trigger_key})",
         f"available:    {ctx.when(o.available_at)}",
         f"attempt:      {o.attempt} of {o.max_attempts} (fence {o.fence})",
+        f"queue:        {o.queue} (priority {o.priority}"
+        + (f", partition {o.partition})" if o.partition is not None else ")"),
     ]
+    lines.extend(f"not running:  {reason.text}" for reason in waiting)
     if o.lease_owner is not None:
         lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")
     lines.append(f"payload:      {pretty(o.payload)}")
@@ -168,11 +174,18 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         occurrence = get_occurrence(store, args.occurrence_id)
         events = timeline(store, occurrence.id)
+        waiting = why_waiting(store, occurrence, when=ctx.when)
     document = {
         "occurrence": occurrence_json(occurrence),
+        "queue": {
+            "name": occurrence.queue,
+            "priority": occurrence.priority,
+            "partition": occurrence.partition,
+        },
+        "waiting": [reason.to_json() for reason in waiting],
         "events": [event_json(event) for event in events],
     }
-    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events))
+    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events, waiting))
     return 0
 
 

@@ -51,8 +51,8 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
-    "DEPTH_CAP",
     "DEFAULT_DUE_LIMIT",
+    "DEPTH_CAP",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",
     "MAX_SLOTS_PER_CALL",
@@ -72,13 +72,13 @@ __all__ = [
     "MigrationRecord",
     "Occurrence",
     "OccurrenceCount",
+    "OccurrenceGate",
     "OccurrencePage",
     "OccurrenceStatus",
     "Outcome",
     "ParentFailurePolicy",
     "PlanOutcome",
     "PruneReport",
-    "OccurrenceGate",
     "Queue",
     "QueueDepth",
     "Rate",

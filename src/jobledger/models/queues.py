@@ -159,7 +159,7 @@ class QueueDepth:
 
 @dataclass(frozen=True, slots=True)
 class OccurrenceGate:
-    """Where a queued occurrence stands in the claim lane (:meth:`~jobledger.Store.occurrence_gate`).
+    """Where a queued occurrence stands in the claim lane (``Store.occurrence_gate``).
 
     ``gate`` is ``"ready"``, ``"waiting"`` or ``"held"`` for a queued or retrying occurrence,
     else ``None``. For one with a partition: that partition's running occurrences

@@ -25,6 +25,7 @@ from ..schedules.triggers import Cron, Once, Trigger, parse_schedule, schedule_j
 from ..schedules.zones import load_zone
 from ..store.base import Store
 from .planner import COUNT_CAP
+from .waiting import WaitReason, why_waiting
 
 __all__ = ["MAX_EXPLAIN_COUNT", "Explanation", "explain"]
 
@@ -81,6 +82,9 @@ class Explanation:
     ``lease_expires_at`` are also properties here). ``recent_skips``: skipped runs, newest first.
     ``remarks``: plain sentences about anything unusual (disabled, slots waiting for a planner,
     an unreadable trigger).
+    ``waiting``: why the newest occurrence is not running when it is queued, retrying or
+    blocked (:func:`jobledger.planning.waiting.why_waiting`: a paused queue, a partition at its
+    limit, a rate window used up, …).
     """
 
     job_id: str
@@ -100,6 +104,7 @@ class Explanation:
     current_occurrence: Occurrence | None = None
     recent_skips: list[SkippedSlots] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
+    waiting: list[WaitReason] = field(default_factory=list)
 
     @property
     def status(self) -> str | None:
@@ -147,6 +152,10 @@ class Explanation:
                 "attempt": occurrence.attempt,
                 "leaseOwner": occurrence.lease_owner,
                 "leaseExpiresAt": _iso(self.lease_expires_at),
+                "queue": occurrence.queue,
+                "priority": occurrence.priority,
+                "partition": occurrence.partition,
+                "waiting": [reason.to_json() for reason in self.waiting],
             },
             "recentSkips": [
                 {
@@ -215,6 +224,7 @@ class Explanation:
                     f"  lease: held by {occurrence.lease_owner} until "
                     f"{at(occurrence.lease_expires_at)}"
                 )
+            lines.extend(f"  not running: {reason.text}" for reason in self.waiting)
         if self.recent_skips:
             lines.append("recent skips (newest first):")
             for skip in self.recent_skips:
@@ -289,6 +299,7 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
         "revision": job.revision,
         "now": _moment(now),
         "current_occurrence": current,
+        "waiting": [] if current is None else why_waiting(store, current),
     }
     if not is_schedule_json(job.trigger):
         return Explanation(

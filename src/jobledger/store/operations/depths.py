@@ -32,7 +32,9 @@ MAX_QUEUES = 1000
 
 def _cap(value: object) -> int:
     if type(value) is not int or not 1 <= value <= 1_000_000:
-        raise InvalidArgument("cap must be an integer from 1 to 1,000,000", details={"field": "cap"})
+        raise InvalidArgument(
+            "cap must be an integer from 1 to 1,000,000", details={"field": "cap"}
+        )
     return value
 
 
@@ -54,8 +56,12 @@ class DepthOperations(OperationsBase):
         def body(tx: Tx) -> list[QueueDepth]:
             now = tx.now()
             declared = {row["name"]: rows.queue_from_row(row) for row in tx.all("list_queues")}
-            waiting = {row["queue"]: int(row["n"]) for row in tx.all("waiting_by_queue", {"cap": bound})}
-            blocked = {row["queue"]: int(row["n"]) for row in tx.all("blocked_by_queue", {"cap": bound})}
+            waiting = {
+                row["queue"]: int(row["n"]) for row in tx.all("waiting_by_queue", {"cap": bound})
+            }
+            blocked = {
+                row["queue"]: int(row["n"]) for row in tx.all("blocked_by_queue", {"cap": bound})
+            }
             if wanted is not None:
                 found = set(wanted)
             else:
@@ -118,9 +124,7 @@ class DepthOperations(OperationsBase):
                 return None
             queue, partition = row["queue"], row["partition_key"]
             gate = (
-                _GATES.get(int(row["gate"]))
-                if row["status"] in ("queued", "retry_wait")
-                else None
+                _GATES.get(int(row["gate"])) if row["status"] in ("queued", "retry_wait") else None
             )
             running = claims = 0
             wake_at = None

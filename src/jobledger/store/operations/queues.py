@@ -109,7 +109,9 @@ class QueueOperations(OperationsBase):
                     "to": _limits_json(stored),
                 },
             )
-            if previous is not None and _tighter_partitions(previous, stored):
+            # A first declaration tightens too: rows enqueued before it were made ready
+            # without admission, and would otherwise run past the new partition limit.
+            if _tighter_partitions(previous or Queue(name=wanted.name), stored):
                 # Rows admitted under the old partition limits may be more than the new ones
                 # allow: every partitioned row of the queue goes back through admission.
                 tx.run("regate_ready_partitions", {"queue": wanted.name})
@@ -160,9 +162,12 @@ class QueueOperations(OperationsBase):
         def body(tx: Tx) -> Queue:
             now = tx.now()
             self._take_locks(tx, shared=(), exclusive=[queue_lock(key)])
-            row = tx.one("resume_queue", {"name": key, "now": now})
-            if row is None:
+            before = tx.one("get_queue", {"name": key})
+            if before is None:
                 return Queue(name=key)  # never declared, never paused: nothing to resume
+            if not int(before["paused"]):
+                return rows.queue_from_row(before)  # not paused: nothing changes, no record
+            row = required(tx.one("resume_queue", {"name": key, "now": now}))
             self._audit(
                 tx, now=now, action="queue_resumed", actor=who, subject=key, data={"queue": key}
             )
