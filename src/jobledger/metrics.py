@@ -35,6 +35,15 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_store_kinds{state}                      gauge   (collector: shown|folded)
     jobledger_leases_held{owner}                      gauge   (collector)
     jobledger_workers{state}                          gauge   (collector: active|stale)
+    jobledger_queue_depth{queue,state}                gauge   (collector: ready|waiting|held|
+                                                               blocked)
+    jobledger_queue_running{queue}                    gauge   (collector)
+    jobledger_queue_paused{queue}                     gauge   (collector: 1 paused, 0 not)
+    jobledger_queue_held_back{queue,reason}           gauge   (collector: queued rows a limit
+                                                               holds back: partition|paused|
+                                                               concurrency|rate)
+    jobledger_queue_limit{queue,limit}                gauge   (collector: declared limits)
+    jobledger_store_queues{state}                     gauge   (collector: shown|folded)
     jobledger_store_up                                gauge   (collector: 1 if the read worked)
     jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
 
@@ -42,7 +51,9 @@ Label cardinality is bounded: ``kind`` by the handlers in code for the observer'
 for the collector's by a cap — only kinds with live work (``LIVE_STATUSES``) or dead
 letters get series of their own, at most ``max_kinds`` (default 100) of them, ranked by live work;
 every other kind is summed into ``kind="other"``, so totals by status stay exact however many
-kinds a store has ever seen. ``status`` and ``state`` are bounded by the state machine, ``owner``
+kinds a store has ever seen. ``queue`` is bounded the same way (``max_queues``, default 100;
+:mod:`jobledger.planning.queue_stats`), and the queue counts are ``Store.queue_depths``' bounded
+reads. ``status`` and ``state`` are bounded by the state machine, ``owner``
 by the workers holding leases *right now* (a series disappears when its owner's leases end; each
 worker start has a new owner id). Occurrence ids, job ids, payloads and error texts never become
 labels.
@@ -66,6 +77,7 @@ from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
 from .models import WORKER_STALE_AFTER, Occurrence
+from .planning.queue_stats import QUEUE_FAMILIES, queue_series
 from .store.base import Store
 from .version import __version__
 
@@ -287,6 +299,7 @@ class StoreCollector(Collector):
         *,
         stale_after: timedelta = DEFAULT_STALE_AFTER,
         max_kinds: int = DEFAULT_MAX_KINDS,
+        max_queues: int = DEFAULT_MAX_KINDS,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument("store must be a jobledger Store")
@@ -297,6 +310,9 @@ class StoreCollector(Collector):
         self.store = store
         self.stale_after_ms = ms_from_timedelta(stale_after, "stale_after", minimum_ms=1)
         self.max_kinds = max_kinds
+        if type(max_queues) is not int or not 1 <= max_queues <= 10_000:
+            raise InvalidArgument("max_queues must be an integer from 1 to 10,000")
+        self.max_queues = max_queues
 
     def describe(self) -> Iterable[Metric]:
         # Names only, so registering does not read the store.
@@ -345,6 +361,10 @@ class StoreCollector(Collector):
                 labels=["state"],
             ),
             GaugeMetricFamily("jobledger_store_up", "1 if the last scrape could read the store."),
+            *(
+                GaugeMetricFamily(name, text, labels=labels)
+                for name, text, labels in QUEUE_FAMILIES
+            ),
             GaugeMetricFamily(
                 "jobledger_build_info",
                 "jobledger version, store type and schema version (always 1).",
@@ -373,7 +393,7 @@ class StoreCollector(Collector):
         return sorted(ranked[: self.max_kinds])
 
     def _fill(self, families: list[GaugeMetricFamily]) -> None:
-        occurrences, oldest, kinds_family, leases, workers, _up, build = families
+        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build = families
         store = self.store
         now = store.now()
         counts: dict[tuple[str, str], int] = {}
@@ -417,6 +437,10 @@ class StoreCollector(Collector):
                 stale += 1
         workers.add_metric(["active"], active)
         workers.add_metric(["stale"], stale)
+        samples = queue_series(store.queue_depths(), self.max_queues).samples()
+        for family in queues:
+            for labels, value in samples[family.name]:
+                family.add_metric(labels, value)
         schema = store.schema_info()
         build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
 
