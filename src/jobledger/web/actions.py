@@ -1,4 +1,5 @@
-"""Operator actions (requeue, cancel, enable/disable) and signing in and out.
+"""Operator actions (requeue, cancel, enable/disable, pause/resume a queue) and signing in and
+out.
 
 Every action goes through :func:`_authorize`: refused in read-only mode (403), without a
 signed-in user (401), from another site (``Origin``/``Sec-Fetch-Site``, 403) or without the
@@ -30,7 +31,7 @@ from .core import (
 )
 from .security import SESSION_COOKIE, TOKEN_USER, Identity
 
-__all__ = ["cancel", "login", "login_form", "logout", "requeue", "set_enabled"]
+__all__ = ["cancel", "login", "login_form", "logout", "requeue", "set_enabled", "set_paused"]
 
 MAX_REQUEUE = 200
 LINKED_IN_NOTE = 10  # requeued occurrences the note after a requeue links to by name
@@ -253,6 +254,40 @@ async def set_enabled(dash: Dashboard, request: Request) -> Response:
     payload = {"ok": True, "id": updated.id, "enabled": updated.enabled}
     payload["revision"] = updated.revision
     return _done(dash, request, form, notes=notes, payload=payload, default="/jobs")
+
+
+async def set_paused(dash: Dashboard, request: Request) -> Response:
+    """Pause (``paused=true``, with ``reason``) or resume (``paused=false``) queue ``queue``."""
+    identity, form = await _authorize(dash, request)
+    name = (first(form, "queue") or "").strip()
+    paused = first(form, "paused")
+    if not name or paused not in ("true", "false"):
+        raise HTTPProblem(400, "Bad request", "Send queue and paused (true/false).")
+    try:
+        if paused == "true":
+            reason = _reason(form)
+            queue = await dash.call(
+                dash.store.pause_queue, name, reason=reason, actor=identity.actor
+            )
+            text = f"Paused queue {queue.name} as {identity.actor}: no worker claims from it now."
+        else:
+            queue = await dash.call(dash.store.resume_queue, name, actor=identity.actor)
+            text = f"Resumed queue {queue.name} as {identity.actor}."
+    except SchedulerError as exc:
+        message = _failure(exc)
+        return _refused(
+            dash,
+            request,
+            form,
+            subject=name,
+            text=f"Queue {name} was not changed: {message}",
+            exc=exc,
+            message=message,
+            default="/queues",
+        )
+    notes = [{"level": "success", "text": text}]
+    payload = {"ok": True, "queue": queue.name, "paused": queue.paused}
+    return _done(dash, request, form, notes=notes, payload=payload, default="/queues")
 
 
 # -- signing in and out ---------------------------------------------------------------------

@@ -104,6 +104,8 @@ def create_app(
         Route("/occurrences/cancel", route(actions.cancel), methods=["POST"], name="cancel"),
         Route("/occurrences/{occurrence_id:path}", route(pages.occurrence), name="occurrence"),
         Route("/dead-letters", route(pages.dead_letters), name="dead_letters"),
+        Route("/queues", route(pages.queues), name="queues"),
+        Route("/queues/paused", route(actions.set_paused), methods=["POST"], name="set_paused"),
         Route("/dead-letters/requeue", route(actions.requeue), methods=["POST"], name="requeue"),
         Route("/login", route(actions.login_form), name="login_form"),
         Route("/login", route(actions.login), methods=["POST"], name="login"),

@@ -25,7 +25,7 @@ from ..store.base import Store
 from . import formatting, views
 from .core import Dashboard, HTTPProblem, Redirect, json_response
 
-__all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview"]
+__all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview", "queues"]
 
 JOBS_PER_PAGE = 50
 DEFAULT_PAGE_SIZE = 50
@@ -233,3 +233,22 @@ async def dead_letters(dash: Dashboard, request: Request) -> Response:
         now=now,
         nav="dead_letters",
     )
+
+
+async def queues(dash: Dashboard, request: Request) -> Response:
+    page = dash.page(request)
+
+    def read() -> tuple[int, list[views.QueueRow]]:
+        return dash.store.now(), views.queue_rows(dash.store)
+
+    now, rows = await dash.call(read)
+    if request.query_params.get("format") == "json":
+        return json_response(
+            {
+                "queues": [
+                    {**row.depth.to_json(), "holdingBack": [r.to_json() for r in row.holding_back]}
+                    for row in rows
+                ]
+            }
+        )
+    return dash.render(page, "queues.html", rows=rows, now=now, nav="queues")

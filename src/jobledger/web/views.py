@@ -25,13 +25,16 @@ from ..models import (
     LeaseHolder,
     Occurrence,
     OccurrencePage,
+    QueueDepth,
     SchemaInfo,
     WorkerRecord,
 )
 from ..planning.explain import Explanation, explain
+from ..planning.waiting import WaitReason, limit_words, queue_reasons, why_waiting
 from ..schedules import Cron, parse_schedule
 from ..schedules.json_format import is_schedule_json
 from ..store.base import Store
+from . import formatting
 from .charts import Minute, failure_chart, per_minute, throughput_chart, window
 from .timeline import TimelineEntry, build_timeline
 
@@ -41,11 +44,13 @@ __all__ = [
     "STATUSES",
     "JobRow",
     "Overview",
+    "QueueRow",
     "WorkerView",
     "job_page",
     "job_rows",
     "occurrence_page",
     "overview",
+    "queue_rows",
     "shown_kinds",
 ]
 
@@ -276,6 +281,8 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
     expires = occurrence.lease_expires_at
     if occurrence.status == "running" and expires is not None and expires <= store.now():
         flags.append("lease expired: the next claim takes it over")
+    reasons = why_waiting(store, occurrence, when=formatting.utc)
+    flags += [f"Not running: {reason.text}" for reason in reasons]
     return OccurrencePageView(
         occurrence=occurrence,
         job=store.get_job(occurrence.job_id),
@@ -285,3 +292,26 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
         events_shown=len(events),
         flags=flags,
     )
+
+
+@dataclass
+class QueueRow:
+    """One queue on the queues page: its depth (bounded counts), limits in words, and what
+    holds it back now."""
+
+    depth: QueueDepth
+    limits: list[str]
+    holding_back: list[WaitReason]
+
+    def count(self, field: str) -> str:
+        """A count for people: ``10000+`` when it reached the store's cap."""
+        value = int(getattr(self.depth, field))
+        return f"{value}+" if field in self.depth.capped else str(value)
+
+
+def queue_rows(store: Store) -> list[QueueRow]:
+    """Every queue that is declared or holds live work (one ``queue_depths`` read)."""
+    return [
+        QueueRow(depth, limit_words(depth.queue), queue_reasons(depth, formatting.utc))
+        for depth in store.queue_depths()
+    ]
