@@ -170,7 +170,7 @@ def test_show_has_the_audit_timeline(cli):
     with cli.open() as store:
         dead = make_dead_letter(store, "j", "t")
     shown = cli.json("occurrence", "show", dead.id)
-    assert set(shown) == {"occurrence", "events"}
+    assert set(shown) == {"occurrence", "queue", "waiting", "events"}
     assert shown["occurrence"]["status"] == "dead_letter"
     assert shown["occurrence"]["lastError"] == {"code": "boom", "message": "it broke"}
     assert [e["type"] for e in shown["events"]] == [
