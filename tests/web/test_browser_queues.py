@@ -58,7 +58,9 @@ def test_queues_page_pause_and_resume(seeded, serve_app, browser_page, backend, 
     assert "per partition 1" in reports.inner_text() and "concurrency 4" in reports.inner_text()
     assert reports.locator("td").nth(3).inner_text() == "2"  # held
     assert_fits(page, width, "queues")
-    screenshot(page, f"{backend}-{width}px-queues", doc=width == 1280)
+    screenshot(page, f"{backend}-{width}px-queues")
+    if width == 1280:
+        screenshot(page, f"{backend}-queues", doc=True)  # docs/images/web-queues.png
 
     page.fill("[data-testid='reason-reports']", "incident 42: customer API down")
     page.click("[data-testid='pause-reports']")
