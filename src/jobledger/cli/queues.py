@@ -207,10 +207,14 @@ def _show_text(ctx: Context, depth: QueueDepth) -> str:
     return "\n".join(lines)
 
 
+def _queue_json(queue: Queue) -> dict[str, Any]:
+    """``Queue.to_json()`` with its instant in ISO 8601 UTC, as every ``--json`` instant."""
+    return {**queue.to_json(), "pausedAt": iso_utc(queue.paused_at)}
+
+
 def _depth_json(depth: QueueDepth) -> dict[str, Any]:
     document = depth.to_json()
-    queue = document["queue"]
-    queue["pausedAt"] = iso_utc(depth.queue.paused_at)
+    document["queue"] = _queue_json(depth.queue)
     document["rateWindowEnd"] = iso_utc(depth.rate_window_end)
     document["holdingBack"] = [reason.to_json() for reason in queue_reasons(depth)]
     return document
@@ -287,8 +291,7 @@ def run_set(ctx: Context, args: argparse.Namespace) -> int:
         declaration = normalize_declaration(name=args.name, **fields)
         stored = store.declare_queue(declaration, actor=ctx.actor)
     changed = before is None or stored.revision != before.revision
-    document = {"queue": stored.to_json(), "changed": changed, "actor": ctx.actor}
-    document["queue"]["pausedAt"] = iso_utc(stored.paused_at)
+    document = {"queue": _queue_json(stored), "changed": changed, "actor": ctx.actor}
     limits = ", ".join(limit_words(stored)) or "no limits"
     ctx.emit(
         document,
@@ -305,8 +308,7 @@ def run_set(ctx: Context, args: argparse.Namespace) -> int:
 def run_pause(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         stored = store.pause_queue(args.name, reason=args.reason, actor=ctx.actor)
-    document = {"queue": {**stored.to_json(), "pausedAt": iso_utc(stored.paused_at)}}
-    document["actor"] = ctx.actor
+    document = {"queue": _queue_json(stored), "actor": ctx.actor}
     ctx.emit(
         document,
         f"paused queue {stored.name} as {ctx.actor}: no claim takes from it until it is resumed "
@@ -320,7 +322,7 @@ def run_resume(ctx: Context, args: argparse.Namespace) -> int:
         before = store.get_queue(args.name)
         stored = store.resume_queue(args.name, actor=ctx.actor)
     changed = before is not None and before.paused
-    document = {"queue": stored.to_json(), "changed": changed, "actor": ctx.actor}
+    document = {"queue": _queue_json(stored), "changed": changed, "actor": ctx.actor}
     ctx.emit(
         document,
         f"resumed queue {stored.name} as {ctx.actor}: its work is claimable again"
