@@ -715,23 +715,12 @@ LIMIT :limit
 -- Queues with running rows (the running index; running rows are bounded by workers' slots).
 SELECT DISTINCT queue FROM occurrences WHERE status = 'running'
 
--- name: waiting_by_queue
--- The :cap earliest-due waiting rows, counted per queue (a scan of the waiting index that stops
--- at the cap: past it, every count is a lower bound).
-SELECT queue, COUNT(*) AS n FROM (
-  SELECT queue FROM occurrences
-  WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
-  ORDER BY available_at
-  LIMIT :cap
-) AS waiting
-GROUP BY queue
-
 -- name: blocked_by_queue
 -- The :cap oldest blocked rows (waiting for parents), counted per queue (the status index).
 SELECT queue, COUNT(*) AS n FROM (
   SELECT queue FROM occurrences
   WHERE status = 'blocked'
-  ORDER BY created_at
+  ORDER BY created_at, seq
   LIMIT :cap
 ) AS blocked
 GROUP BY queue

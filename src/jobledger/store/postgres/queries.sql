@@ -266,3 +266,14 @@ WITH RECURSIVE found(queue) AS (
   FROM found WHERE found.queue IS NOT NULL
 )
 SELECT queue FROM found WHERE queue IS NOT NULL
+
+-- name: waiting_by_queue
+-- The :cap earliest-due waiting rows, counted per queue: a walk of the waiting index (its order,
+-- available_at then seq) that stops at the cap; past it, every count is a lower bound.
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences
+  WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  ORDER BY available_at, seq
+  LIMIT %(cap)s
+) AS waiting
+GROUP BY queue

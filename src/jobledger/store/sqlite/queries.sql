@@ -290,3 +290,15 @@ WITH RECURSIVE found(queue) AS (
   FROM found WHERE found.queue IS NOT NULL
 )
 SELECT queue FROM found WHERE queue IS NOT NULL
+
+-- name: waiting_by_queue
+-- The :cap earliest-due waiting rows, counted per queue: a walk of the waiting index that stops
+-- at the cap (past it, every count is a lower bound). Named, because the status index would
+-- read every queued row and sort them.
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences INDEXED BY jobledger_occurrences_waiting
+  WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  ORDER BY available_at
+  LIMIT :cap
+) AS waiting
+GROUP BY queue
