@@ -715,16 +715,6 @@ LIMIT :limit
 -- Queues with running rows (the running index; running rows are bounded by workers' slots).
 SELECT DISTINCT queue FROM occurrences WHERE status = 'running'
 
--- name: blocked_by_queue
--- The :cap oldest blocked rows (waiting for parents), counted per queue (the status index).
-SELECT queue, COUNT(*) AS n FROM (
-  SELECT queue FROM occurrences
-  WHERE status = 'blocked'
-  ORDER BY created_at, seq
-  LIMIT :cap
-) AS blocked
-GROUP BY queue
-
 -- name: count_partition_running
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences

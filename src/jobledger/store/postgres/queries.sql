@@ -237,11 +237,14 @@ ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
 
 -- name: count_ready_in_queue
--- Ready rows of a queue, bounded by :cap; "priority >= -100" lets the claim index serve it.
+-- Ready rows of a queue, bounded by :cap; "priority >= -100" lets the claim index serve it, and
+-- the index's order (which the count does not need) keeps the planner on it with statistics
+-- that make the status index look cheaper.
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences
   WHERE queue = %(queue)s AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
     AND priority >= -100
+  ORDER BY kind, priority DESC
   LIMIT %(cap)s
 ) AS ready
 
@@ -249,6 +252,7 @@ SELECT COUNT(*) AS n FROM (
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences
   WHERE queue = %(queue)s AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
+  ORDER BY partition_key, priority DESC
   LIMIT %(cap)s
 ) AS held
 
@@ -276,4 +280,15 @@ SELECT queue, COUNT(*) AS n FROM (
   ORDER BY available_at, seq
   LIMIT %(cap)s
 ) AS waiting
+GROUP BY queue
+
+-- name: blocked_by_queue
+-- At most :cap blocked rows (waiting for parents), counted per queue, through the status index.
+-- No order: which rows a capped count sees does not matter, and an ORDER BY let the planner
+-- without statistics sort every blocked row.
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences
+  WHERE status = 'blocked'
+  LIMIT %(cap)s
+) AS blocked
 GROUP BY queue

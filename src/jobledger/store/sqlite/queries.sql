@@ -302,3 +302,13 @@ SELECT queue, COUNT(*) AS n FROM (
   LIMIT :cap
 ) AS waiting
 GROUP BY queue
+
+-- name: blocked_by_queue
+-- At most :cap blocked rows (waiting for parents), counted per queue, through the status index
+-- (pinned: with statistics SQLite would scan the table until it found :cap of them).
+SELECT queue, COUNT(*) AS n FROM (
+  SELECT queue FROM occurrences INDEXED BY jobledger_occurrences_status
+  WHERE status = 'blocked'
+  LIMIT :cap
+) AS blocked
+GROUP BY queue
