@@ -53,7 +53,9 @@ letters get series of their own, at most ``max_kinds`` (default 100) of them, ra
 every other kind is summed into ``kind="other"``, so totals by status stay exact however many
 kinds a store has ever seen. ``queue`` is bounded the same way (``max_queues``, default 100;
 :mod:`jobledger.planning.queue_stats`), and the queue counts are ``Store.queue_depths``' bounded
-reads. ``status`` and ``state`` are bounded by the state machine, ``owner``
+reads: each count stops at ``depth_cap`` (default 10,000), so a scrape reads at most
+``depth_cap`` index entries per count and queue, whatever the backlog — lower it for stores with
+many deep queues. ``status`` and ``state`` are bounded by the state machine, ``owner``
 by the workers holding leases *right now* (a series disappears when its owner's leases end; each
 worker start has a new owner id). Occurrence ids, job ids, payloads and error texts never become
 labels.
@@ -76,7 +78,7 @@ from .durations import ms_from_timedelta
 from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
-from .models import WORKER_STALE_AFTER, Occurrence
+from .models import DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
 from .planning.queue_stats import QUEUE_FAMILIES, queue_series
 from .store.base import Store
 from .version import __version__
@@ -300,6 +302,7 @@ class StoreCollector(Collector):
         stale_after: timedelta = DEFAULT_STALE_AFTER,
         max_kinds: int = DEFAULT_MAX_KINDS,
         max_queues: int = DEFAULT_MAX_KINDS,
+        depth_cap: int = DEPTH_CAP,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument("store must be a jobledger Store")
@@ -313,6 +316,9 @@ class StoreCollector(Collector):
         if type(max_queues) is not int or not 1 <= max_queues <= 10_000:
             raise InvalidArgument("max_queues must be an integer from 1 to 10,000")
         self.max_queues = max_queues
+        if type(depth_cap) is not int or not 1 <= depth_cap <= 1_000_000:
+            raise InvalidArgument("depth_cap must be an integer from 1 to 1,000,000")
+        self.depth_cap = depth_cap
 
     def describe(self) -> Iterable[Metric]:
         # Names only, so registering does not read the store.
@@ -437,7 +443,8 @@ class StoreCollector(Collector):
                 stale += 1
         workers.add_metric(["active"], active)
         workers.add_metric(["stale"], stale)
-        samples = queue_series(store.queue_depths(), self.max_queues).samples()
+        depths = store.queue_depths(cap=self.depth_cap)
+        samples = queue_series(depths, self.max_queues).samples()
         for family in queues:
             for labels, value in samples[family.name]:
                 family.add_metric(labels, value)

@@ -90,6 +90,11 @@ def test_queue_series_are_bounded(tmp_path):
         for bad in (0, 10_001, True):
             with pytest.raises(InvalidArgument):
                 StoreCollector(store, max_queues=bad)
+        for bad in (0, 1_000_001, 1.5):
+            with pytest.raises(InvalidArgument):
+                StoreCollector(store, depth_cap=bad)
+        _, capped = store_scrape(store, depth_cap=2)
+    assert value(capped, "jobledger_queue_depth", queue="q03", state="ready") == 2  # of 3
     queues = {
         dict(labels)["queue"] for name, labels in scraped if name == "jobledger_queue_running"
     }
