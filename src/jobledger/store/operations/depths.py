@@ -2,8 +2,8 @@
 queued occurrence stands in the claim lane.
 
 Bounded reads, whatever the backlog: which queues to report comes from the declarations, a
-skip scan of the claim and held indexes (one probe per queue), the running rows (bounded by the
-workers' slots) and a scan of at most ``cap`` waiting and ``cap`` blocked rows; each queue's
+skip scan of the claim index (one probe per (queue, kind) lane) and of the held index (one per
+queue), the running rows (bounded by the workers' slots) and a scan of at most ``cap`` waiting and ``cap`` blocked rows; each queue's
 ready, held and running counts stop at ``cap`` rows of their index. A count that reached its
 cap is named in :attr:`QueueDepth.capped` (the true number is at least that). The waiting and
 blocked counts come from one scan each across all queues (the waiting index is ordered by due
