@@ -3,8 +3,9 @@ queued occurrence stands in the claim lane.
 
 Bounded reads, whatever the backlog: which queues to report comes from the declarations, a
 skip scan of the claim index (one probe per (queue, kind) lane) and of the held index (one per
-queue), the running rows (bounded by the workers' slots) and a scan of at most ``cap`` waiting and ``cap`` blocked rows; each queue's
-ready, held and running counts stop at ``cap`` rows of their index. A count that reached its
+queue), the running rows (bounded by the workers' slots) and a scan of at most ``cap`` waiting
+and ``cap`` blocked rows; each queue's ready, held and running counts stop at ``cap`` rows of
+their index. A count that reached its
 cap is named in :attr:`QueueDepth.capped` (the true number is at least that). The waiting and
 blocked counts come from one scan each across all queues (the waiting index is ordered by due
 instant, not by queue): when that scan reaches the cap, every queue's count is a lower bound.
