@@ -6,6 +6,7 @@
 * :mod:`~jobledger.models.runs` — what running an occurrence produced.
 """
 
+from .adjudication import Adjudication, AdjudicationCase, AdjudicationDecision
 from .plans import (
     DEFAULT_DUE_LIMIT,
     MAX_DUE_LIMIT,
@@ -51,6 +52,9 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
+    "Adjudication",
+    "AdjudicationCase",
+    "AdjudicationDecision",
     "DEFAULT_DUE_LIMIT",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",

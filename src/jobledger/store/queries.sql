@@ -343,26 +343,35 @@ RETURNING *
 -- name: settle_occurrence
 -- Where the attempt goes is decided here, from the row itself, so a settle needs no read first:
 -- succeeded; retry_wait when the failure is retryable and attempts remain (waiting for staging:
--- gate 1); else dead_letter. Lease and instants as in renew_lease.
+-- gate 1), or when a snooze (SPEC §9) is under the cap — the attempt given back, the previous
+-- error kept; else dead_letter. Lease and instants as in renew_lease.
 UPDATE occurrences
 SET status = CASE
       WHEN :succeeded = 1 THEN 'succeeded'
+      WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN 'retry_wait'
       WHEN :retryable = 1 AND attempt < max_attempts THEN 'retry_wait'
       ELSE 'dead_letter' END,
     available_at = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts)
       THEN (CASE WHEN :retry_available_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) THEN :retry_available_at ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END)
       ELSE available_at END,
     gate = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN 1
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts) THEN 1
       ELSE gate END,
+    attempt = CASE WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN attempt - 1 ELSE attempt END,
+    snoozes = CASE WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN snoozes + 1 ELSE snoozes END,
     lease_owner = NULL,
     lease_expires_at = NULL,
-    last_error_json = :error_json,
+    last_error_json = CASE
+      WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN last_error_json
+      ELSE :error_json END,
     result_json = :result_json,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN NULL
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts) THEN NULL
       ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
