@@ -52,9 +52,6 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
-    "Adjudication",
-    "AdjudicationCase",
-    "AdjudicationDecision",
     "DEFAULT_DUE_LIMIT",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",
@@ -64,6 +61,9 @@ __all__ = [
     "SKIP_REASONS",
     "UNSET",
     "WORKER_STALE_AFTER",
+    "Adjudication",
+    "AdjudicationCase",
+    "AdjudicationDecision",
     "AuditRecord",
     "DueItem",
     "DueSchedules",

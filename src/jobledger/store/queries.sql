@@ -715,3 +715,62 @@ WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
   AND available_at <= :now
 ORDER BY available_at
 LIMIT :limit
+
+-- ===========================================================================================
+-- results and adjudication (SPEC §9)
+
+-- name: mark_result_read
+-- The first read of a succeeded occurrence's result (retention keeps unread results).
+UPDATE occurrences SET result_read_at = :now
+WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at IS NULL
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, newest first along the status index; the
+-- error code is checked exactly by the caller (LIKE only narrows: '_' matches any character).
+SELECT * FROM occurrences o
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE '%_OUTCOME_UNKNOWN"%'
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.created_at DESC, o.seq DESC
+LIMIT :limit
+
+-- name: get_adjudication
+SELECT * FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id
+
+-- name: insert_adjudication
+INSERT INTO jobledger_adjudications
+  (occurrence_id, job_id, request_id, decision, evidence_digest, expected_attempt,
+   expected_fence, reason, actor, status, created_at, applied_at)
+VALUES
+  (:occurrence_id, :job_id, :request_id, :decision, :evidence_digest, :expected_attempt,
+   :expected_fence, :reason, :actor, :status, :now, :applied_at)
+
+-- name: adjudicate_applied
+-- The side effect happened: succeeded now, without running the handler again.
+UPDATE occurrences
+SET status = 'succeeded',
+    result_json = :result_json,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+WHERE occurrence_id = :occurrence_id
+  AND status = 'dead_letter'
+  AND attempt = :attempt
+  AND fence = :fence
+RETURNING *
+
+-- name: adjudicate_not_applied
+-- The side effect did not happen: exactly one more attempt, through staging (gate 1).
+UPDATE occurrences
+SET status = 'retry_wait',
+    available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    gate = 1,
+    max_attempts = attempt + 1,
+    result_json = NULL,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = NULL
+WHERE occurrence_id = :occurrence_id
+  AND status = 'dead_letter'
+  AND attempt = :attempt
+  AND fence = :fence
+RETURNING *

@@ -69,6 +69,7 @@ class OperationsBase(ABC):
 
     _target: str
     _work_signal: WorkSignal | None = None
+    _settle_signal: WorkSignal | None = None
     _job_cache: OrderedDict[str, JobMeta] | None = None
     _job_cache_lock = threading.Lock()
     # authority_id -> envelope: authority rows never change or go away, so this never goes
@@ -81,6 +82,15 @@ class OperationsBase(ABC):
         if self._work_signal is None:
             self._work_signal = WorkSignal()
         return self._work_signal
+
+    @property
+    def settle_signal(self) -> WorkSignal:
+        """Bumped when an occurrence may have become terminal: wakes result waiters early (a
+        latency hint; they still poll). On PostgreSQL, settles in other processes bump it
+        through LISTEN/NOTIFY."""
+        if self._settle_signal is None:
+            self._settle_signal = WorkSignal()
+        return self._settle_signal
 
     @property
     def target(self) -> str:
@@ -143,6 +153,11 @@ class OperationsBase(ABC):
         processes on PostgreSQL are woken by the NOTIFY the transaction itself sent when one of
         its statements made work claimable; see ``_WAKING_QUERIES`` there.)"""
         self.work_signal.notify()
+
+    def _after_settle(self) -> None:
+        """Called after an occurrence became terminal outside a worker's settle batch (which
+        bumps :attr:`settle_signal` itself): wakes this process's result waiters."""
+        self.settle_signal.notify()
 
     def __enter__(self) -> Self:
         return self

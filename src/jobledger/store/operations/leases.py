@@ -183,14 +183,18 @@ class LeaseOperations(OperationsBase):
                 raise settled
             return settled
 
-        return self._write(body)
+        occurrence = self._write(body)
+        self._after_settle()
+        return occurrence
 
     def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
         requests = inputs.normalize_settlements(settlements)
         if not requests:
             self._assert_open()
             return []
-        return self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
+        results = self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
+        self._after_settle()
+        return results
 
     # -- giving leases up -------------------------------------------------------------------
 
@@ -321,7 +325,9 @@ class LeaseOperations(OperationsBase):
             )
             return cancelled
 
-        return self._write(body)
+        occurrence = self._write(body)
+        self._after_settle()
+        return occurrence
 
     def requeue_dead_letter(
         self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
