@@ -729,7 +729,7 @@ WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at
 -- error code is checked exactly by the caller (LIKE only narrows: '_' matches any character).
 SELECT * FROM occurrences o
 WHERE o.status = 'dead_letter'
-  AND o.last_error_json LIKE '%_OUTCOME_UNKNOWN"%'
+  AND o.last_error_json LIKE :code_pattern
   AND NOT EXISTS (
     SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
 ORDER BY o.created_at DESC, o.seq DESC

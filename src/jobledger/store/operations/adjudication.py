@@ -199,7 +199,10 @@ class AdjudicationOperations(OperationsBase):
             raise InvalidArgument(f"limit must be at most {MAX_CASES}")
 
         def body(tx: Tx) -> list[AdjudicationCase]:
-            found = tx.all("adjudication_candidates", {"limit": MAX_CASE_SCAN})
+            found = tx.all(
+                "adjudication_candidates",
+                {"limit": MAX_CASE_SCAN, "code_pattern": '%_OUTCOME_UNKNOWN"%'},
+            )
             eligible = [row for row in found if _eligible(row)]
             eligible.sort(key=lambda row: (-int(row["settled_at"] or 0), row["occurrence_id"]))
             del eligible[size:]
