@@ -107,8 +107,8 @@ def _run(target: str, tmp_path: Path, count: int, parallel: int) -> None:
                     reason=f"checked the provider: {decision}",
                     actor="ops:harness",
                 )
+        assert ordered[0].evidence_digest is not None
         with pytest.raises(jobledger.AdjudicationConflict) as raised:
-            assert ordered[0].evidence_digest is not None
             app.adjudicate(
                 ordered[0].occurrence_id,
                 decision="not_applied",

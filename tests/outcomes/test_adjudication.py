@@ -37,9 +37,7 @@ def _lost(app: jobledger.App, clock) -> jobledger.Occurrence:
     return occurrence
 
 
-def test_a_lost_lease_of_an_adjudicate_kind_becomes_a_case_and_is_never_rerun(
-    app, clock, charges
-):
+def test_a_lost_lease_of_an_adjudicate_kind_becomes_a_case_and_is_never_rerun(app, clock, charges):
     occurrence = _lost(app, clock)
     run_until_idle(app)
     assert charges == []  # 0 automatic re-runs

@@ -38,7 +38,7 @@ def test_snooze_with_max_attempts_one_runs_three_times(app, clock):
     assert done is not None
     assert (done.status, done.attempt, done.max_attempts, done.snoozes) == ("succeeded", 1, 1, 2)
     assert app.result(occurrence.id, timeout=timedelta(0)) == {"runs": 3}
-    events = [event for event in app.history(occurrence_id=occurrence.id)]
+    events = list(app.history(occurrence_id=occurrence.id))
     snoozes = [event for event in events if event.type == "occurrence_snoozed"]
     assert [event.data for event in reversed(snoozes)] == [
         {"delay": 60_000, "until": clock() - 60_000, "snoozes": 1},
