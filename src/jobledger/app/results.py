@@ -1,16 +1,17 @@
 """Results and outcome-unknown adjudication (SPEC §9): the App's outcome methods.
 
 ``result`` waits for an occurrence to become terminal. The store's
-:attr:`~jobledger.Store.settle_signal` wakes the wait as soon as anything settles — on
+:attr:`~jobledger.Store.settle_signal` wakes the wait as soon as that occurrence settles — on
 PostgreSQL in any process, through LISTEN/NOTIFY — and the wait also polls, at intervals that
-grow from 20 ms to :data:`MAX_POLL_S`, so a lost notification (or SQLite, where another process's
-settle sends none) costs at most that long.
+grow from 20 ms to :data:`MAX_POLL_S` while nothing wakes it, so a lost notification (or SQLite,
+where another process's settle sends none) costs at most that long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -64,26 +65,31 @@ class ResultMethods(AppBase):
         (``result_read_at``)."""
         budget = _seconds(timeout)
         store = self.store
-        signal = store.settle_signal
-        deadline = time.monotonic() + budget
-        interval = FIRST_POLL_S
-        while True:
-            seen = signal.generation
-            done, value = _outcome(store.read_result(occurrence_id), occurrence_id)
-            if done:
-                return value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"Occurrence {occurrence_id} did not finish within {timeout}")
-            signal.wait(seen, min(interval, left))
-            interval = min(interval * 2, MAX_POLL_S)
+        woken = threading.Event()
+        unsubscribe = store.settle_signal.subscribe(occurrence_id, woken.set)
+        try:
+            deadline = time.monotonic() + budget
+            interval = FIRST_POLL_S
+            while True:
+                woken.clear()
+                done, value = _outcome(store.read_result(occurrence_id), occurrence_id)
+                if done:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"Occurrence {occurrence_id} did not finish within {timeout}"
+                    )
+                if not woken.wait(min(interval, left)):
+                    interval = min(interval * 2, MAX_POLL_S)
+        finally:
+            unsubscribe()
 
     async def result_async(self, occurrence_id: str, *, timeout: timedelta) -> Any:
         """:meth:`result` for coroutines: reads run in a worker thread, the wait itself holds
         no thread (it is woken from the store's settle signal)."""
         budget = _seconds(timeout)
         store = self.store
-        signal = store.settle_signal
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
@@ -92,7 +98,7 @@ class ResultMethods(AppBase):
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(woken.set)
 
-        unsubscribe = signal.subscribe(wake)
+        unsubscribe = store.settle_signal.subscribe(occurrence_id, wake)
         try:
             deadline = loop.time() + budget
             interval = FIRST_POLL_S

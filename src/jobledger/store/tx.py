@@ -72,7 +72,6 @@ class WorkSignal:
         self._condition = threading.Condition()
         self._generation = 0
         self._source: Callable[[], None] | None = None
-        self._callbacks: list[Callable[[], None]] = []
 
     def feed_from(self, start: Callable[[], None]) -> None:
         """Have :meth:`watch` call ``start`` (once): what bumps this signal for work from other
@@ -97,24 +96,6 @@ class WorkSignal:
         with self._condition:
             self._generation += 1
             self._condition.notify_all()
-            callbacks = list(self._callbacks)
-        for callback in callbacks:
-            callback()
-
-    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback`` (from the notifying thread; it must be quick and not raise) on
-        every bump until the returned function is called — for waiters that cannot block a
-        thread, such as coroutines. Starts the signal's source like :meth:`wait`."""
-        self.watch()
-        with self._condition:
-            self._callbacks.append(callback)
-
-        def unsubscribe() -> None:
-            with self._condition:
-                if callback in self._callbacks:
-                    self._callbacks.remove(callback)
-
-        return unsubscribe
 
     def wait(self, seen_generation: int, timeout_s: float) -> int:
         """Block until the generation differs from ``seen_generation`` or ``timeout_s`` passes.

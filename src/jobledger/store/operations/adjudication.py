@@ -360,5 +360,5 @@ class AdjudicationOperations(OperationsBase):
         if chosen == "not_applied":
             self._after_enqueue()
         else:
-            self._after_settle()
+            self._after_settle([key])
         return case

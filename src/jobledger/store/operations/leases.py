@@ -184,7 +184,7 @@ class LeaseOperations(OperationsBase):
             return settled
 
         occurrence = self._write(body)
-        self._after_settle()
+        self._after_settle([occurrence.id])
         return occurrence
 
     def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
@@ -193,7 +193,7 @@ class LeaseOperations(OperationsBase):
             self._assert_open()
             return []
         results = self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
-        self._after_settle()
+        self._after_settle(r.id for r in results if isinstance(r, Occurrence))
         return results
 
     # -- giving leases up -------------------------------------------------------------------
@@ -326,7 +326,7 @@ class LeaseOperations(OperationsBase):
             return cancelled
 
         occurrence = self._write(body)
-        self._after_settle()
+        self._after_settle([occurrence.id])
         return occurrence
 
     def requeue_dead_letter(

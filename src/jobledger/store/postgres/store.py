@@ -31,7 +31,7 @@ from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import common, inputs
 from ..base import OwnerLockHandle
-from ..ledger import LedgerStore, Row, Tx, WorkSignal, validate_clock_reading
+from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
 from ..operations.firings import (
     enqueued_event_data,
@@ -39,6 +39,7 @@ from ..operations.firings import (
     insert_params,
     new_occurrence,
 )
+from ..settle_signal import SettleSignal, encode_ids
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
 from . import schema as schema_module
@@ -89,14 +90,15 @@ CLOCK_RESYNC_S = 5.0
 class _PostgresTx:
     """:class:`~jobledger.store.ledger.Tx` over one open transaction on a pooled connection."""
 
-    __slots__ = ("_clock", "_conn", "_db_now", "settles", "wakes")
+    __slots__ = ("_clock", "_conn", "_db_now", "settled", "wakes")
 
     def __init__(self, conn: PgConnection, clock: Clock | None, db_now: int) -> None:
         self._conn = conn
         self._clock = clock
         self._db_now = db_now
         self.wakes = False
-        self.settles = False
+        # Occurrences a settling statement changed: named in the NOTIFY sent with the COMMIT.
+        self.settled: list[str] = []
 
     def _execute(
         self,
@@ -115,8 +117,8 @@ class _PostgresTx:
             if cursor.rowcount > 0:
                 if query in _WAKING_QUERIES:
                     self.wakes = True
-                elif query in _SETTLING_QUERIES:
-                    self.settles = True
+                elif query in _SETTLING_QUERIES and isinstance(params, Mapping):
+                    self.settled.append(str(params["occurrence_id"]))
         return cursor
 
     def lock(self, statement: str, keys: Sequence[int]) -> None:
@@ -151,7 +153,11 @@ class _PostgresTx:
             if query in _WAKING_QUERIES:
                 self.wakes = True
             elif query in _SETTLING_QUERIES:
-                self.settles = True
+                self.settled += [
+                    str(item["occurrence_id"])
+                    for item, row in zip(params, found, strict=True)
+                    if row is not None
+                ]
         return found
 
     def id_list(self, values: Sequence[str] | Sequence[int]) -> object:
@@ -328,8 +334,11 @@ class PostgresStore(LedgerStore):
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:
             tx = _PostgresTx(conn, self._clock, db_now)
             result = body(tx)
-            if tx.settles:  # delivered with the COMMIT, and only if it commits
-                conn.execute(f"NOTIFY {self.done_channel}")
+            if tx.settled:  # delivered with the COMMIT, and only if it commits
+                conn.execute(
+                    "SELECT pg_notify(%(channel)s, %(ids)s)",
+                    {"channel": self.done_channel, "ids": encode_ids(tx.settled)},
+                )
             return result, tx.wakes
 
         return self._pool.transaction(transaction)
@@ -503,21 +512,22 @@ class PostgresStore(LedgerStore):
         )
 
     @property
-    def settle_signal(self) -> WorkSignal:
-        """As on every store; with ``listen=True`` also bumped by settles in other processes
+    def settle_signal(self) -> SettleSignal:
+        """As on every store; with ``listen=True`` settles in other processes wake waiters too
         (a second LISTEN connection, on the ``done`` channel, opened by the first wait)."""
         with self._clock_lock:  # one signal, one listener, whichever thread asks first
             return self._make_settle_signal()
 
-    def _make_settle_signal(self) -> WorkSignal:
+    def _make_settle_signal(self) -> SettleSignal:
         if self._settle_signal is None:
-            signal = self._settle_signal = WorkSignal()
+            signal = self._settle_signal = SettleSignal()
             if self.listener is not None:
                 listener = NotificationListener(
                     self._conninfo,
                     channel=self.done_channel,
                     signal=signal,
                     connect_timeout=self._connect_timeout,
+                    on_payload=signal.notify_payload,
                 )
                 self.done_listener = listener
                 signal.feed_from(listener.start)

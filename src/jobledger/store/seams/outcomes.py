@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ...models import AdjudicationCase, Occurrence
-from ..tx import WorkSignal
+from ..settle_signal import SettleSignal
 
 __all__ = ["OutcomeOperations"]
 
@@ -16,10 +16,11 @@ class OutcomeOperations(Protocol):
     """Results and outcome-unknown adjudication."""
 
     @property
-    def settle_signal(self) -> WorkSignal:
-        """Bumped when an occurrence may have become terminal (settled, dead-lettered,
-        cancelled, adjudicated ``applied``): a latency hint for result waiters, who still poll.
-        On PostgreSQL it is also bumped by settles in other processes (LISTEN/NOTIFY)."""
+    def settle_signal(self) -> SettleSignal:
+        """Wakes the waiters of an occurrence that may have become terminal (settled,
+        dead-lettered, cancelled, adjudicated ``applied``): a latency hint for result waiters,
+        who still poll. On PostgreSQL settles in other processes wake them too
+        (LISTEN/NOTIFY with the settled ids)."""
         ...
 
     def read_result(self, occurrence_id: str) -> Occurrence | None:
