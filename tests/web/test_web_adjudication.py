@@ -53,6 +53,9 @@ def test_pages_and_a_scripted_decision(unknown):
     assert again.status_code == 409
     assert again.json()["code"] == "SCHEDULER_ADJUDICATION_ALREADY_RECORDED"
     assert "Decided." in client.get(f"/adjudication/{occurrence_id}", headers=BEARER).text
+    timeline = client.get(f"/occurrences/{occurrence_id}", headers=BEARER).text
+    assert "Outcome adjudicated by an operator" in timeline
+    assert "no charge at the PSP" in timeline
 
 
 @pytest.mark.parametrize(
