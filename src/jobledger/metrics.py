@@ -151,7 +151,7 @@ class PrometheusObserver(Observer):
         self.settlements = Counter(
             "jobledger_settlements",
             "Attempts ended by this process, by resulting status "
-            "(aborted: nothing settled, e.g. the lease was lost).",
+            "(aborted: nothing settled, e.g. the lease was lost; snoozed: Snooze raised).",
             ["kind", "status"],
             registry=self.registry,
         )
@@ -236,7 +236,10 @@ class PrometheusObserver(Observer):
         if result.status in _NOT_RUN:
             return
         kind = _kind(occurrence)
-        self.settlements.labels(kind, result.status).inc()
+        status: str = result.status
+        if status == "retry_wait" and result.occurrence.attempt < occurrence.attempt:
+            status = "snoozed"  # the attempt was given back: waiting, not failing
+        self.settlements.labels(kind, status).inc()
         self.handler_duration.labels(kind).observe(max(0.0, duration_s))
         if result.lease_lost and not counted:
             # A loss found by the final settle (not by a renewal) reaches only this hook.

@@ -57,3 +57,35 @@ def test_the_open_cases_gauge(app, clock):
     _unknown(app)
     clock.advance(timedelta(seconds=1))
     assert scraped() == 1
+
+
+def test_a_snooze_is_counted_as_snoozed_not_as_a_retry(app, clock):
+    metrics = pytest.importorskip("jobledger.metrics")
+    from prometheus_client import CollectorRegistry
+
+    from jobledger.engine.heartbeat import ManualHeartbeat
+
+    runs: list[int] = []
+
+    @app.handler("poll")
+    def poll(ctx: jobledger.JobContext) -> str:
+        runs.append(ctx.attempt)
+        if len(runs) == 1:
+            raise jobledger.Snooze(delay=timedelta(seconds=1))
+        return "done"
+
+    app.ensure_job("p", "poll", max_attempts=1)
+    app.enqueue("p")
+    observer = metrics.PrometheusObserver(CollectorRegistry())
+    runtime = app.runtime(observer=observer, heartbeat=ManualHeartbeat())
+    runtime.run_until_idle()
+    clock.advance(timedelta(seconds=1))
+    runtime.run_until_idle()
+
+    def count(status: str) -> float:
+        value = observer.registry.get_sample_value(
+            "jobledger_settlements_total", {"kind": "poll", "status": status}
+        )
+        return value or 0.0
+
+    assert (count("snoozed"), count("retry_wait"), count("succeeded")) == (1.0, 0.0, 1.0)
