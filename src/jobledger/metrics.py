@@ -237,7 +237,8 @@ class PrometheusObserver(Observer):
             return
         kind = _kind(occurrence)
         status: str = result.status
-        if status == "retry_wait" and result.occurrence.attempt < occurrence.attempt:
+        settled = result.occurrence
+        if status == "retry_wait" and settled is not None and settled.attempt < occurrence.attempt:
             status = "snoozed"  # the attempt was given back: waiting, not failing
         self.settlements.labels(kind, status).inc()
         self.handler_duration.labels(kind).observe(max(0.0, duration_s))
