@@ -10,12 +10,14 @@ database is verified, and where "now" comes from (the injected clock, or the dat
 from __future__ import annotations
 
 from .operations import (
+    AdjudicationOperations,
     AdminOperations,
     ClaimOperations,
     JobOperations,
     LeaseOperations,
     OccurrenceOperations,
     QueueOperations,
+    ResultOperations,
     ScheduleOperations,
 )
 from .tx import Row, Tx, WorkSignal, validate_clock_reading
@@ -31,5 +33,7 @@ class LedgerStore(
     AdminOperations,
     ScheduleOperations,
     QueueOperations,
+    ResultOperations,
+    AdjudicationOperations,
 ):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""
