@@ -70,6 +70,7 @@ __all__ = [
     "derive_occurrence_identity",
     "ecmascript_number",
     "encode_trusted_json",
+    "is_integral_number",
     "is_safe_int",
     "json_string",
     "normalize_epoch_ms",
@@ -86,6 +87,7 @@ __all__ = [
     "occurrence_identity",
     "parse_stored_json",
     "scalar_text",
+    "utf16_sort_key",
 ]
 
 CONTRACT_VERSION: Final = 1
