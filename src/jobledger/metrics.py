@@ -39,26 +39,25 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
                                                                blocked)
     jobledger_queue_running{queue}                    gauge   (collector)
     jobledger_queue_paused{queue}                     gauge   (collector: 1 paused, 0 not)
-    jobledger_queue_held_back{queue,reason}           gauge   (collector: queued rows a limit
-                                                               holds back: partition|paused|
-                                                               concurrency|rate)
+    jobledger_queue_held_back{queue,reason}           gauge   (collector: held back by partition|
+                                                               paused|concurrency|rate)
     jobledger_queue_limit{queue,limit}                gauge   (collector: declared limits)
     jobledger_store_queues{state}                     gauge   (collector: shown|folded)
     jobledger_store_up                                gauge   (collector: 1 if the read worked)
     jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
+    jobledger_adjudication_cases_open                 gauge   (collector: outcome-unknown dead
+                                                               letters awaiting a decision,
+                                                               counted up to 500)
 
 Label cardinality is bounded: ``kind`` by the handlers in code for the observer's series, and
 for the collector's by a cap — only kinds with live work (``LIVE_STATUSES``) or dead
 letters get series of their own, at most ``max_kinds`` (default 100) of them, ranked by live work;
 every other kind is summed into ``kind="other"``, so totals by status stay exact however many
-kinds a store has ever seen. ``queue`` is bounded the same way (``max_queues``, default 100;
-:mod:`jobledger.planning.queue_stats`), and the queue counts are ``Store.queue_depths``' bounded
-reads: each count stops at ``depth_cap`` (default 10,000), so a scrape reads at most
-``depth_cap`` index entries per count and queue, whatever the backlog — lower it for stores with
-many deep queues. ``status`` and ``state`` are bounded by the state machine, ``owner``
-by the workers holding leases *right now* (a series disappears when its owner's leases end; each
-worker start has a new owner id). Occurrence ids, job ids, payloads and error texts never become
-labels.
+kinds a store has ever seen. ``queue`` likewise (``max_queues``, default 100; each queue count
+stops at ``depth_cap`` rows, default 10,000). ``status`` and ``state`` are bounded by the state
+machine, ``owner`` by the workers holding leases *right now* (a series disappears when its
+owner's leases end; each worker start has a new owner id). Occurrence ids, job ids, payloads and
+error texts never become labels.
 """
 
 from __future__ import annotations
@@ -81,6 +80,7 @@ from .errors import InvalidArgument, SchedulerError
 from .models import DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
 from .planning.queue_stats import QUEUE_FAMILIES, queue_series
 from .store.base import Store
+from .store.operations.adjudication import MAX_CASES
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class PrometheusObserver(Observer):
         self.settlements = Counter(
             "jobledger_settlements",
             "Attempts ended by this process, by resulting status "
-            "(aborted: nothing settled, e.g. the lease was lost).",
+            "(aborted: nothing settled, e.g. the lease was lost; snoozed: Snooze raised).",
             ["kind", "status"],
             registry=self.registry,
         )
@@ -246,7 +246,11 @@ class PrometheusObserver(Observer):
         if result.status in _NOT_RUN:
             return
         kind = _kind(occurrence)
-        self.settlements.labels(kind, result.status).inc()
+        status: str = result.status
+        settled = result.occurrence
+        if status == "retry_wait" and settled is not None and settled.attempt < occurrence.attempt:
+            status = "snoozed"  # the attempt was given back: waiting, not failing
+        self.settlements.labels(kind, status).inc()
         self.handler_duration.labels(kind).observe(max(0.0, duration_s))
         if result.lease_lost and not counted:
             # A loss found by the final settle (not by a renewal) reaches only this hook.
@@ -313,12 +317,13 @@ class StoreCollector(Collector):
         self.store = store
         self.stale_after_ms = ms_from_timedelta(stale_after, "stale_after", minimum_ms=1)
         self.max_kinds = max_kinds
-        if type(max_queues) is not int or not 1 <= max_queues <= 10_000:
-            raise InvalidArgument("max_queues must be an integer from 1 to 10,000")
-        self.max_queues = max_queues
-        if type(depth_cap) is not int or not 1 <= depth_cap <= 1_000_000:
-            raise InvalidArgument("depth_cap must be an integer from 1 to 1,000,000")
-        self.depth_cap = depth_cap
+        for name, value, top in (
+            ("max_queues", max_queues, 10**4),
+            ("depth_cap", depth_cap, 10**6),
+        ):
+            if type(value) is not int or not 1 <= value <= top:
+                raise InvalidArgument(f"{name} must be an integer from 1 to {top:,}")
+        self.max_queues, self.depth_cap = max_queues, depth_cap
 
     def describe(self) -> Iterable[Metric]:
         # Names only, so registering does not read the store.
@@ -376,6 +381,11 @@ class StoreCollector(Collector):
                 "jobledger version, store type and schema version (always 1).",
                 labels=["version", "store", "schema_version"],
             ),
+            GaugeMetricFamily(
+                "jobledger_adjudication_cases_open",
+                "Occurrences whose outcome is unknown, waiting for an operator's decision "
+                f"(SPEC §9; counted up to {MAX_CASES}).",
+            ),
         ]
 
     def shown_kinds(self, counts: dict[tuple[str, str], int]) -> list[str]:
@@ -399,7 +409,7 @@ class StoreCollector(Collector):
         return sorted(ranked[: self.max_kinds])
 
     def _fill(self, families: list[GaugeMetricFamily]) -> None:
-        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build = families
+        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build, cases = families
         store = self.store
         now = store.now()
         counts: dict[tuple[str, str], int] = {}
@@ -450,6 +460,7 @@ class StoreCollector(Collector):
                 family.add_metric(labels, value)
         schema = store.schema_info()
         build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
+        cases.add_metric([], len(store.adjudication_cases(limit=MAX_CASES)))
 
 
 def _store_type(store: Store) -> str:

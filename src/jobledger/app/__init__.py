@@ -24,13 +24,14 @@ from __future__ import annotations
 from .enqueue import EnqueueMethods
 from .jobs import JobMethods
 from .queues import QueueMethods
+from .results import ResultMethods
 from .running import RunningMethods
 from .schedules import ScheduleMethods
 
 __all__ = ["App"]
 
 
-class App(JobMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods):
+class App(JobMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods, ResultMethods):
     """Handlers plus a store: the shortest path from "a function" to "durable background work".
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed

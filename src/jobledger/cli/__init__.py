@@ -7,6 +7,7 @@ A thin shell over the public API (no SQL here), one module per command group::
     jobledger enqueue JOB                                    (enqueue.py)
     jobledger occurrence list | show;  jobledger cancel      (occurrences.py)
     jobledger dead-letter list | requeue                     (dead_letters.py)
+    jobledger adjudicate list | show | decide                (adjudicate.py)
     jobledger queue list | show | set | pause | resume       (queues.py)
     jobledger history [--follow];  jobledger audit           (history.py)
     jobledger explain JOB;  jobledger plan                   (explain.py)
@@ -34,6 +35,7 @@ from ..errors import SchedulerError
 from ..store.paths import default_target, resolve_target
 from ..version import __version__
 from . import (
+    adjudicate,
     db,
     dead_letters,
     enqueue,
@@ -109,6 +111,7 @@ def build_parser(*, mount_web: bool = True) -> CommandParser:
         enqueue,
         occurrences,
         dead_letters,
+        adjudicate,
         queues,
         history,
         explain,

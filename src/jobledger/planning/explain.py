@@ -24,6 +24,7 @@ from ..schedules.policy import MisfirePolicy
 from ..schedules.triggers import Cron, Once, Trigger, parse_schedule, schedule_json, trigger_key
 from ..schedules.zones import load_zone
 from ..store.base import Store
+from ..store.operations.adjudication import MAX_CASES
 from .planner import COUNT_CAP
 from .waiting import WaitReason, why_waiting
 
@@ -81,7 +82,9 @@ class Explanation:
     ``current_occurrence``: the job's newest occurrence (its ``status``, ``lease_owner`` and
     ``lease_expires_at`` are also properties here). ``recent_skips``: skipped runs, newest first.
     ``remarks``: plain sentences about anything unusual (disabled, slots waiting for a planner,
-    an unreadable trigger).
+    an unreadable trigger, occurrences whose outcome is unknown). ``on_lost_lease``: the job's
+    policy for an attempt whose worker is lost (SPEC §9); ``open_cases``: its occurrences
+    waiting for an adjudication decision.
     ``waiting``: why the newest occurrence is not running when it is queued, retrying or
     blocked (:func:`jobledger.planning.waiting.why_waiting`: a paused queue, a partition at its
     limit, a rate window used up, …).
@@ -105,6 +108,8 @@ class Explanation:
     recent_skips: list[SkippedSlots] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
     waiting: list[WaitReason] = field(default_factory=list)
+    on_lost_lease: str = "retry"
+    open_cases: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str | None:
@@ -169,6 +174,8 @@ class Explanation:
                 for skip in self.recent_skips
             ],
             "remarks": list(self.remarks),
+            "onLostLease": self.on_lost_lease,
+            "openAdjudicationCases": list(self.open_cases),
         }
 
     def render(
@@ -235,6 +242,13 @@ class Explanation:
                 lines.append(
                     f"  {span}: {count} slot(s) skipped ({skip.reason}, rev {skip.revision})"
                 )
+        if self.on_lost_lease == "adjudicate":
+            lines.append(
+                "lost lease: adjudicate (an attempt whose worker is lost waits for a decision)"
+            )
+        if self.open_cases:
+            lines.append(f"outcome unknown, waiting for a decision: {len(self.open_cases)}")
+            lines.extend(f"  jobledger adjudicate show {case}" for case in self.open_cases[:5])
         lines.extend(f"remark: {remark}" for remark in self.remarks)
         return "\n".join(lines)
 
@@ -300,6 +314,12 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
         "now": _moment(now),
         "current_occurrence": current,
         "waiting": [] if current is None else why_waiting(store, current),
+        "on_lost_lease": job.on_lost_lease,
+        "open_cases": [
+            case.occurrence_id
+            for case in store.adjudication_cases(limit=MAX_CASES)
+            if case.job_id == key
+        ],
     }
     if not is_schedule_json(job.trigger):
         return Explanation(
