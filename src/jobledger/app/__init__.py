@@ -22,6 +22,7 @@ default authority naming the app, a lazily opened store — and never changes th
 from __future__ import annotations
 
 from .enqueue import EnqueueMethods
+from .enqueue_async import AsyncEnqueueMethods
 from .jobs import JobMethods
 from .queues import QueueMethods
 from .results import ResultMethods
@@ -31,7 +32,15 @@ from .schedules import ScheduleMethods
 __all__ = ["App"]
 
 
-class App(JobMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods, ResultMethods):
+class App(
+    JobMethods,
+    AsyncEnqueueMethods,
+    EnqueueMethods,
+    QueueMethods,
+    ScheduleMethods,
+    RunningMethods,
+    ResultMethods,
+):
     """Handlers plus a store: the shortest path from "a function" to "durable background work".
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     pass
 
 
-from .base import MAX_KEY_LENGTH, AppBase
+from .base import MAX_KEY_LENGTH
+from .transactions import TransactionMethods
 
 __all__ = ["EnqueueMethods"]
 
 
-class EnqueueMethods(AppBase):
+class EnqueueMethods(TransactionMethods):
     """Enqueuing work (the App's enqueue methods)."""
 
     # -- enqueue -----------------------------------------------------------------------------
@@ -75,6 +76,7 @@ class EnqueueMethods(AppBase):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        conn: object = None,
     ) -> Occurrence:
         """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
 
@@ -85,31 +87,61 @@ class EnqueueMethods(AppBase):
         to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
         ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
         key returns the first occurrence unchanged, whatever these say.
+
+        ``conn`` writes the occurrence in the caller's open transaction instead of one of the
+        store's (SPEC §8, ``docs/transactions.md``): it exists when that transaction commits.
         """
-        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
-        trigger_key, once = self._trigger_key(key)
-        if once:
-            [occurrence] = self.store.enqueue_batch(
-                [
-                    EnqueueRequest(
-                        job_id=job_id,
-                        scheduled_for=scheduled_for,
-                        trigger_key=trigger_key,
-                        payload=payload,
-                        once_per_trigger=True,
-                        match_payload=True,
-                        queue=queue,
-                        priority=priority,
-                        partition=partition,
-                    )
-                ]
-            )
+        request = self._enqueue_request(
+            job_id,
+            payload=payload,
+            key=key,
+            at=at,
+            at_ms=at_ms,
+            delay=delay,
+            delay_ms=delay_ms,
+            queue=queue,
+            priority=priority,
+            partition=partition,
+        )
+        if conn is not None:
+            return self._enqueue_in_transaction(conn, [request])[0]
+        if request.once_per_trigger:
+            [occurrence] = self.store.enqueue_batch([request])
             return occurrence
         return self.store.enqueue_occurrence(
+            job_id=job_id,
+            scheduled_for=request.scheduled_for,
+            trigger_key=request.trigger_key,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            partition=partition,
+        )
+
+    def _enqueue_request(
+        self,
+        job_id: str,
+        *,
+        payload: Any,
+        key: str | None,
+        at: datetime | None,
+        at_ms: int | None,
+        delay: timedelta | None,
+        delay_ms: int | None,
+        queue: str | None,
+        priority: int | None,
+        partition: str | None,
+    ) -> EnqueueRequest:
+        """What :meth:`enqueue` asks the store for (its instant resolved, its key made)."""
+        scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        trigger_key, once = self._trigger_key(key)
+        return EnqueueRequest(
             job_id=job_id,
             scheduled_for=scheduled_for,
             trigger_key=trigger_key,
             payload=payload,
+            once_per_trigger=once,
+            match_payload=once,
             queue=queue,
             priority=priority,
             partition=partition,
@@ -128,13 +160,15 @@ class EnqueueMethods(AppBase):
         queue: str | None = None,
         priority: int | None = None,
         partitions: Sequence[str | None] | None = None,
+        conn: object = None,
     ) -> list[Occurrence]:
         """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
 
         The same rules as :meth:`enqueue` for each: a new occurrence per payload, or with
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
-        partition (or ``None``) per payload. Either every occurrence is written, or none.
+        partition (or ``None``) per payload. Either every occurrence is written, or none;
+        with ``conn``, in the caller's open transaction (see :meth:`enqueue`).
         """
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
@@ -172,4 +206,6 @@ class EnqueueMethods(AppBase):
                     partition=None if partitions is None else partitions[index],
                 )
             )
+        if conn is not None:
+            return self._enqueue_in_transaction(conn, requests)
         return self.store.enqueue_batch(requests)

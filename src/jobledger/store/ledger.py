@@ -12,11 +12,11 @@ from __future__ import annotations
 from .operations import (
     AdjudicationOperations,
     AdminOperations,
+    CallerTxOperations,
     ClaimOperations,
     DepthOperations,
     JobOperations,
     LeaseOperations,
-    OccurrenceOperations,
     QueueOperations,
     ResultOperations,
     ScheduleOperations,
@@ -28,7 +28,7 @@ __all__ = ["LedgerStore", "Row", "Tx", "WorkSignal", "validate_clock_reading"]
 
 class LedgerStore(
     JobOperations,
-    OccurrenceOperations,
+    CallerTxOperations,
     ClaimOperations,
     LeaseOperations,
     AdminOperations,

@@ -98,50 +98,50 @@ class OccurrenceOperations(OperationsBase):
         return self._enqueue_requests(normalized)
 
     def _enqueue_requests(self, requests: Sequence[inputs.EnqueueInput]) -> list[Occurrence]:
-        wrote_events = False
-
-        def body(tx: Tx) -> list[Occurrence]:
-            nonlocal wrote_events
-            now = tx.now()
-            metas: dict[str, JobMeta | None] = {}
-            results: list[Occurrence | None] = [None] * len(requests)
-            events: list[dict[str, Any]] = []
-            # The common case in bulk: new firings of known, enabled jobs, one insert each
-            # (pipelined on PostgreSQL). Whatever that does not settle takes the general path.
-            bulk: list[tuple[int, Firing]] = []
-            for index, request in enumerate(requests):
-                if request.once_per_trigger:
-                    continue
-                meta = self._job_meta(tx, request.job_id, metas)
-                if meta is None or not meta.enabled:
-                    continue
-                bulk.append((index, firing_of(request, meta)))
-            inserted = insert_firings(tx, now, [firing for _, firing in bulk])
-            for index, firing in bulk:
-                if firing.occurrence_id in inserted:
-                    results[index], new_event = inserted[firing.occurrence_id]
-                    events.append(new_event)
-            for index, request in enumerate(requests):
-                if results[index] is not None:
-                    continue
-                try:
-                    occurrence, event = self._enqueue_one(tx, now, request, metas)
-                except (NotFound, JobDisabled, IdempotencyPayloadMismatch, DataCorrupt) as exc:
-                    if len(requests) > 1:
-                        exc.details = {**(exc.details or {}), "index": index}
-                    raise
-                if event is not None:
-                    events.append(event)
-                results[index] = occurrence
-            if events:
-                tx.run("insert_events", tx.table(events))
-                wrote_events = True
-            return [occurrence for occurrence in results if occurrence is not None]
-
-        occurrences = self._write(body)
+        occurrences, wrote_events = self._write(lambda tx: self._enqueue_body(tx, requests))
         if wrote_events:
             self._after_enqueue()
         return occurrences
+
+    def _enqueue_body(
+        self, tx: Tx, requests: Sequence[inputs.EnqueueInput]
+    ) -> tuple[list[Occurrence], bool]:
+        """Write ``requests`` in ``tx`` (the store's own transaction, or a caller's: see
+        ``caller_tx.py``); returns the occurrences and whether any new one was written."""
+        now = tx.now()
+        metas: dict[str, JobMeta | None] = {}
+        results: list[Occurrence | None] = [None] * len(requests)
+        events: list[dict[str, Any]] = []
+        # The common case in bulk: new firings of known, enabled jobs, one insert each
+        # (pipelined on PostgreSQL). Whatever that does not settle takes the general path.
+        bulk: list[tuple[int, Firing]] = []
+        for index, request in enumerate(requests):
+            if request.once_per_trigger:
+                continue
+            meta = self._job_meta(tx, request.job_id, metas)
+            if meta is None or not meta.enabled:
+                continue
+            bulk.append((index, firing_of(request, meta)))
+        inserted = insert_firings(tx, now, [firing for _, firing in bulk])
+        for index, firing in bulk:
+            if firing.occurrence_id in inserted:
+                results[index], new_event = inserted[firing.occurrence_id]
+                events.append(new_event)
+        for index, request in enumerate(requests):
+            if results[index] is not None:
+                continue
+            try:
+                occurrence, event = self._enqueue_one(tx, now, request, metas)
+            except (NotFound, JobDisabled, IdempotencyPayloadMismatch, DataCorrupt) as exc:
+                if len(requests) > 1:
+                    exc.details = {**(exc.details or {}), "index": index}
+                raise
+            if event is not None:
+                events.append(event)
+            results[index] = occurrence
+        if events:
+            tx.run("insert_events", tx.table(events))
+        return [occurrence for occurrence in results if occurrence is not None], bool(events)
 
     def _job_meta(self, tx: Tx, job_id: str, metas: dict[str, JobMeta | None]) -> JobMeta | None:
         if job_id in metas:

@@ -15,6 +15,7 @@ are operational, never semantic:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -31,6 +32,7 @@ from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
 from .. import common, inputs
 from ..base import OwnerLockHandle
+from ..caller import CallerLink
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
 from ..operations.firings import (
@@ -42,6 +44,7 @@ from ..operations.firings import (
 from ..settle_signal import SettleSignal, encode_ids
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
+from . import caller as caller_module
 from . import schema as schema_module
 from .connection import (
     PgConnection,
@@ -348,6 +351,25 @@ class PostgresStore(LedgerStore):
             return body(_PostgresTx(conn, self._clock, db_now)), False
 
         return self._pool.transaction(transaction, read_only=True)
+
+    def _in_caller_transaction(
+        self,
+        link: CallerLink,
+        body: Callable[[Tx], T],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> T:
+        if link.dialect != "postgres":
+            raise caller_module.another_store(link.driver, "this store is PostgreSQL")
+        return caller_module.run_in_caller_transaction(
+            link,
+            schema=self.schema,
+            channel=self.channel,
+            store_id=self._own_store_id(),
+            clock=self._clock,
+            make_tx=_PostgresTx,
+            body=body,
+            loop=loop,
+        )
 
     def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
         """Transaction-scoped advisory locks on lock names (hashed with the schema, since

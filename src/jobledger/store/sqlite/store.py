@@ -6,6 +6,7 @@ processes on one file (``BEGIN IMMEDIATE`` per write, WAL, a busy timeout).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -23,11 +24,12 @@ from ...errors import (
 from ...models import SchemaInfo, VerifyReport
 from .. import common
 from ..base import NoOwnerLock, OwnerLockHandle
+from ..caller import CallerLink
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
 from ..migrations import SchemaOutcome
 from ..sql import load_store_queries
 from ..tx import table_parameter
-from . import schema
+from . import caller, schema
 from .connection import (
     SQLiteConnection,
     prepare_database_files,
@@ -89,9 +91,17 @@ class SQLiteStore(LedgerStore):
     """
 
     def __init__(
-        self, connection: SQLiteConnection, clock: Clock, schema_outcome: SchemaOutcome
+        self,
+        connection: SQLiteConnection,
+        clock: Clock,
+        schema_outcome: SchemaOutcome,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
     ) -> None:
         self._connection = connection
+        self._synchronous = synchronous
+        self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
         self._target = connection.target
         self.schema_outcome = schema_outcome
@@ -164,7 +174,9 @@ class SQLiteStore(LedgerStore):
             if isinstance(exc, UnicodeDecodeError):  # damaged catalog text
                 raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
             raise
-        return cls(connection, clock, outcome)
+        return cls(
+            connection, clock, outcome, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
+        )
 
     # -- engine hooks ---------------------------------------------------------------------
 
@@ -182,6 +194,47 @@ class SQLiteStore(LedgerStore):
     def _read(self, body: Callable[[Tx], T]) -> T:
         with self._connection.reading() as conn:
             return body(_SQLiteTx(conn, self._clock))
+
+    def _in_caller_transaction(
+        self,
+        link: CallerLink,
+        body: Callable[[Tx], T],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> T:
+        if link.dialect != "sqlite":
+            raise InvalidArgument(
+                f"conn is not on this jobledger store (a {link.driver} on a SQLite store)",
+                details={"field": "conn", "reason": "another_store", "driver": link.driver},
+            )
+        return caller.run_in_caller_transaction(
+            link,
+            target=self._target,
+            is_memory=self._connection.is_memory,
+            store_id=self._own_store_id(),
+            make_tx=lambda conn: _SQLiteTx(conn, self._clock),
+            body=body,
+        )
+
+    def connect(self) -> sqlite3.Connection:
+        """A new ``sqlite3`` connection on this store's file, configured as the store's own
+        (``isolation_level=None``: the caller sends ``BEGIN IMMEDIATE``), for enqueuing in the
+        caller's transaction (SPEC §8). The caller closes it."""
+        self._assert_open()
+        if self._connection.is_memory:
+            raise InvalidArgument(
+                "a :memory: store cannot be shared with another connection; use a file"
+            )
+        try:
+            return caller.connect(
+                self._target,
+                busy_timeout_ms=self._busy_timeout_ms,
+                synchronous=self._synchronous,
+            )
+        except sqlite3.Error as exc:
+            mapped = storage_failure(exc, phase="open", commit_state="not_committed")
+            if mapped is None:
+                raise
+            raise mapped from None
 
     def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
         """Nothing to take: every write transaction is ``BEGIN IMMEDIATE``, and SQLite lets one

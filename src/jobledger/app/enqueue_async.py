@@ -1,0 +1,68 @@
+"""Enqueuing from async code (``await app.enqueue_async(...)``)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..models import UNSET, Occurrence
+from .enqueue import EnqueueMethods
+
+__all__ = ["AsyncEnqueueMethods"]
+
+
+class AsyncEnqueueMethods(EnqueueMethods):
+    """Enqueuing from async code."""
+
+    async def enqueue_async(
+        self,
+        job_id: str,
+        *,
+        payload: Any = UNSET,
+        key: str | None = None,
+        at: datetime | None = None,
+        at_ms: int | None = None,
+        delay: timedelta | None = None,
+        delay_ms: int | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        partition: str | None = None,
+        conn: object = None,
+    ) -> Occurrence:
+        """:meth:`enqueue` for async code: the same options and rules, without blocking the
+        event loop. ``conn`` is the caller's open async transaction — a psycopg
+        ``AsyncConnection`` or a SQLAlchemy ``AsyncSession``/``AsyncConnection`` on psycopg
+        (SPEC §8); without it the store's own transaction runs in a worker thread."""
+        if conn is None:
+            return await asyncio.to_thread(
+                self.enqueue,
+                job_id,
+                payload=payload,
+                key=key,
+                at=at,
+                at_ms=at_ms,
+                delay=delay,
+                delay_ms=delay_ms,
+                queue=queue,
+                priority=priority,
+                partition=partition,
+            )
+        request = await asyncio.to_thread(
+            functools.partial(
+                self._enqueue_request,
+                job_id,
+                payload=payload,
+                key=key,
+                at=at,
+                at_ms=at_ms,
+                delay=delay,
+                delay_ms=delay_ms,
+                queue=queue,
+                priority=priority,
+                partition=partition,
+            )
+        )
+        [occurrence] = await self._enqueue_in_transaction_async(conn, [request])
+        return occurrence

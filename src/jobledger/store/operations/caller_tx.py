@@ -1,0 +1,89 @@
+"""Enqueue inside the caller's own transaction (SPEC §8).
+
+The same enqueue as :meth:`~jobledger.Store.enqueue_batch` — the same named queries, the same
+key rule, through :meth:`OccurrenceOperations._enqueue_body` — but run in a transaction the
+caller opened on its own connection, instead of one the store opens, commits and retries. Each
+store runs it through its dialect's adapter (``postgres/caller.py``, ``sqlite/caller.py``),
+which refuses a connection outside a transaction or on another store and wraps the work in a
+savepoint; which drivers are accepted is ``store/caller.py``'s business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ...errors import InvalidArgument
+from ...models import EnqueueRequest, Occurrence
+from .. import caller, inputs
+from ..tx import Tx
+from .occurrences import OccurrenceOperations
+
+__all__ = ["CallerTxOperations"]
+
+T = TypeVar("T")
+
+
+class CallerTxOperations(OccurrenceOperations):
+    """Enqueue inside the caller's own transaction (SPEC §8)."""
+
+    _store_id: str | None = None
+    _store_id_lock = threading.Lock()
+
+    def enqueue_in_transaction(
+        self, conn: object, requests: Sequence[EnqueueRequest]
+    ) -> list[Occurrence]:
+        """As :meth:`enqueue_batch`, written in the transaction open on ``conn`` (never begun,
+        committed or rolled back here). Refused with ``SCHEDULER_INVALID_ARGUMENT``, writing
+        nothing: a connection outside a transaction, on another store, or (PostgreSQL) at an
+        isolation level above READ COMMITTED. A jobledger error leaves the caller's transaction
+        as it was before the call. Workers see the occurrences when the caller commits."""
+        self._assert_open()
+        link = caller.resolve(conn)
+        normalized = inputs.normalize_enqueue_batch(requests)
+        return self._in_caller_transaction(link, self._body(normalized))
+
+    async def enqueue_in_transaction_async(
+        self, conn: object, requests: Sequence[EnqueueRequest]
+    ) -> list[Occurrence]:
+        """:meth:`enqueue_in_transaction` for an async connection or session (a psycopg
+        ``AsyncConnection``, a SQLAlchemy ``AsyncSession``/``AsyncConnection``): the store's
+        statements are awaited on the running loop, driven from a worker thread."""
+        self._assert_open()
+        link = await caller.resolve_async(conn)
+        normalized = inputs.normalize_enqueue_batch(requests)
+        loop = asyncio.get_running_loop()
+        body = self._body(normalized)
+        return await asyncio.to_thread(self._in_caller_transaction, link, body, loop)
+
+    def _body(self, requests: Sequence[inputs.EnqueueInput]) -> Callable[[Tx], list[Occurrence]]:
+        def body(tx: Tx) -> list[Occurrence]:
+            if not requests:
+                return []
+            occurrences, _ = self._enqueue_body(tx, requests)
+            return occurrences
+
+        return body
+
+    def _own_store_id(self) -> str:
+        """This store's id (``jobledger_store``), read once: a caller's connection must find
+        the same id where it looks for the store."""
+        with self._store_id_lock:
+            if self._store_id is None:
+                row = self._read(lambda tx: tx.one("store_identity"))
+                if row is None:
+                    raise InvalidArgument("this store has no store id (schema before v4)")
+                self._store_id = str(row["store_id"])
+            return self._store_id
+
+    @abstractmethod
+    def _in_caller_transaction(
+        self,
+        link: caller.CallerLink,
+        body: Callable[[Tx], T],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> T:
+        """Run ``body`` in the caller's transaction on ``link`` (the dialect's adapter)."""
