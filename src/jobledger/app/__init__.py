@@ -49,4 +49,7 @@ class App(
     with it). ``clock`` is used for "now" in :meth:`enqueue` and for retry instants, and is passed
     to the store the app opens; without one, "now" is the store's (on PostgreSQL, the database
     clock, so machines whose clocks disagree still enqueue at the same instants).
+    ``shared_file=True`` (SQLite) lets the application's own tables live in the store's file,
+    so they and :meth:`enqueue` ``(..., conn=app.connect())`` commit in one transaction
+    (SPEC §8, docs/transactions.md).
     """

@@ -40,8 +40,15 @@ class AppBase:
         authorize: Authorizer | None = None,
         retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
         store_options: Mapping[str, Any] | None = None,
+        shared_file: bool = False,
     ) -> None:
         given_store = isinstance(target, Store)
+        if shared_file is not False and (given_store or type(shared_file) is not bool):
+            raise InvalidArgument(
+                "shared_file=True applies when App opens a SQLite file from a path; pass it to "
+                "open_store for a store you open yourself",
+                details={"field": "shared_file"},
+            )
         if given_store and clock is not None:
             raise InvalidArgument(
                 "a store given to App keeps its own clock: pass clock= to open_store instead",
@@ -60,6 +67,10 @@ class AppBase:
         self.retry_policy = retry_policy
         self._target = target
         self._store_options = dict(store_options or {})
+        if shared_file:
+            # SPEC §8: the app's own tables may live in the store's SQLite file (open_store
+            # refuses it for PostgreSQL, as any SQLite-only option).
+            self._store_options["shared_file"] = True
         self._store: Store | None = target if isinstance(target, Store) else None
         self._owns_store = self._store is None
         self._lock = threading.Lock()

@@ -32,6 +32,7 @@ def open_store(
     busy_timeout_ms: int | None = None,
     synchronous: str | None = None,
     migrate: bool = True,
+    shared_file: bool | None = None,
     **postgres_options: Any,
 ) -> Store:
     """Open the store at ``target`` and return it (use it as a context manager to close it).
@@ -41,7 +42,8 @@ def open_store(
     the database clock). ``migrate=False`` neither creates nor upgrades: a missing SQLite file
     raises ``SCHEDULER_STORE_NOT_FOUND`` and an older or empty schema
     ``SCHEDULER_MIGRATION_REQUIRED``. SQLite-only options: ``busy_timeout_ms`` (default 5000)
-    and ``synchronous`` (``"FULL"``, the default, or ``"NORMAL"``). Keyword options a PostgreSQL
+    and ``synchronous`` (``"FULL"``, the default, or ``"NORMAL"``), ``shared_file`` (the
+    application's own tables may share the file, SPEC §8). Keyword options a PostgreSQL
     store accepts (``schema``, ``pool_min_size``, ``pool_max_size``, ``pool_timeout``, ``listen``,
     ``connect_timeout``, ``prepare_threshold``) are passed through. An option the chosen store
     would ignore is refused (``SCHEDULER_INVALID_ARGUMENT``), never dropped.
@@ -51,7 +53,11 @@ def open_store(
 
         sqlite_only = [
             name
-            for name, value in (("busy_timeout_ms", busy_timeout_ms), ("synchronous", synchronous))
+            for name, value in (
+                ("busy_timeout_ms", busy_timeout_ms),
+                ("synchronous", synchronous),
+                ("shared_file", shared_file),
+            )
             if value is not None
         ]
         if sqlite_only:
@@ -76,4 +82,5 @@ def open_store(
         busy_timeout_ms=DEFAULT_BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms,
         migrate=migrate,
         synchronous="FULL" if synchronous is None else synchronous,
+        shared_file=False if shared_file is None else shared_file,
     )

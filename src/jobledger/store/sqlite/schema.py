@@ -26,6 +26,7 @@ from .. import migrations as ladder
 from ..migrations import Migration, SchemaOutcome
 from .connection import SQLiteConnection, storage_failure
 from .shapes import COLUMNS, INDEXES
+from .shared_file import OWN_NAMES, OWN_TABLES, is_own
 
 __all__ = [
     "APPLICATION_ID",
@@ -74,8 +75,9 @@ def _statements(ddl: str) -> list[str]:
     return statements
 
 
-def schema_fingerprint(conn: sqlite3.Connection) -> str:
-    """SHA-256 of the normalized ``sqlite_master`` catalog, computed as the reference does."""
+def schema_fingerprint(conn: sqlite3.Connection, *, shared: bool = False) -> str:
+    """SHA-256 of the normalized ``sqlite_master`` catalog, computed as the reference does;
+    ``shared``: of jobledger's part of it only (``shared_file.py``)."""
     rows = (
         _plain(conn)
         .execute(
@@ -87,6 +89,8 @@ def schema_fingerprint(conn: sqlite3.Connection) -> str:
     if any(not isinstance(value, str | None) for row in rows for value in row):
         # Only a damaged catalog holds anything but text here (a flipped type bit).
         raise SchemaCorrupt("Scheduler database could not be opened or verified")
+    if shared:
+        rows = [row for row in rows if is_own(row[1], row[2])]
     catalog = [
         {
             "type": row[0],
@@ -100,7 +104,8 @@ def schema_fingerprint(conn: sqlite3.Connection) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _user_tables(conn: sqlite3.Connection) -> list[str]:
+def _user_tables(conn: sqlite3.Connection, *, shared: bool = False) -> list[str]:
+    """The tables in the file (``shared``: jobledger's tables among them)."""
     rows = (
         _plain(conn)
         .execute(
@@ -109,7 +114,7 @@ def _user_tables(conn: sqlite3.Connection) -> list[str]:
         )
         .fetchall()
     )
-    return [row[0] for row in rows]
+    return [row[0] for row in rows if not shared or row[0] in OWN_TABLES]
 
 
 def quick_check(conn: sqlite3.Connection, *, full: bool = False) -> list[str]:
@@ -133,9 +138,10 @@ def _require_sound(conn: sqlite3.Connection) -> None:
         )
 
 
-def _verify_catalog(conn: sqlite3.Connection, migration: Migration) -> None:
-    """Refuse anything that is not exactly ``migration``'s schema (reference rules, in order)."""
-    tables = _user_tables(conn)
+def _verify_catalog(conn: sqlite3.Connection, migration: Migration, *, shared: bool) -> None:
+    """Refuse anything that is not exactly ``migration``'s schema (reference rules, in order);
+    ``shared``: in jobledger's part of the catalog (``shared_file.py``)."""
+    tables = _user_tables(conn, shared=shared)
     if tables != list(migration.tables):
         raise SchemaUnknown(
             "Scheduler database has unknown or missing tables",
@@ -163,7 +169,7 @@ def _verify_catalog(conn: sqlite3.Connection, migration: Migration) -> None:
                 f"Scheduler table shape is invalid: {table}",
                 details={"expected": expected, "actual": actual},
             )
-    fingerprint = schema_fingerprint(conn)
+    fingerprint = schema_fingerprint(conn, shared=shared)
     if fingerprint != migration.fingerprint:
         raise SchemaCorrupt(
             f"Scheduler sqlite_master catalog does not match v{migration.version}",
@@ -173,10 +179,11 @@ def _verify_catalog(conn: sqlite3.Connection, migration: Migration) -> None:
         row[0]
         for row in _plain(conn)
         .execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' "
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' "
             "AND (name LIKE 'scheduler_%' OR name LIKE 'jobledger_%') ORDER BY name"
         )
         .fetchall()
+        if not shared or is_own(row[0], row[1])
     ]
     expected_indexes = sorted(INDEXES[migration.version])
     if indexes != expected_indexes:
@@ -203,15 +210,17 @@ class SQLiteSchema:
 
     migrations = MIGRATIONS
 
-    def __init__(self, connection: SQLiteConnection, *, now: int) -> None:
+    def __init__(self, connection: SQLiteConnection, *, now: int, shared: bool = False) -> None:
         self._connection = connection
         self._conn = connection.raw
         self._now = now
+        self._shared = shared
 
     def read_history(self) -> list[dict[str, Any]] | None:
         # Reading the catalog is cheap; a file that is not a database fails here (as corrupt).
         try:
-            tables = _user_tables(self._conn)
+            tables = _user_tables(self._conn, shared=self._shared)
+            clashes = _name_clashes(self._conn) if self._shared and not tables else []
         except sqlite3.DatabaseError as exc:
             # A file system that refuses the file (read-only, full, failing) is not corruption.
             failure = storage_failure(exc, phase="open", commit_state="not_committed")
@@ -220,9 +229,19 @@ class SQLiteSchema:
             raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
         except UnicodeDecodeError as exc:  # a damaged catalog: names that are not UTF-8
             raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
+        if clashes:
+            raise SchemaCorrupt(
+                "The application's own objects use names jobledger needs in a shared file",
+                details={"names": clashes[:10]},
+            )
         if not tables:
             return None
         if "migrations" not in tables:
+            if self._shared:
+                raise SchemaCorrupt(
+                    "The application's own tables use names jobledger needs in a shared file",
+                    details={"names": tables[:10]},
+                )
             raise SchemaUnknown(
                 "Refusing a non-empty database without scheduler migration history",
                 details={"tables": tables},
@@ -240,7 +259,7 @@ class SQLiteSchema:
         try:
             if full:
                 _require_sound(conn)
-            _verify_catalog(conn, MIGRATIONS[version - 1])
+            _verify_catalog(conn, MIGRATIONS[version - 1], shared=self._shared)
             if history is not None:
                 ladder.known_version(history, MIGRATIONS)
             if full:
@@ -302,7 +321,7 @@ class SQLiteSchema:
                 _plain(c).execute(f"PRAGMA user_version = {reached}")
                 if broken_foreign_keys(c):
                     raise SchemaCorrupt("A migration left broken foreign keys; nothing was changed")
-                _verify_catalog(c, MIGRATIONS[reached - 1])
+                _verify_catalog(c, MIGRATIONS[reached - 1], shared=self._shared)
                 return reached
 
             return self._connection.write(body)
@@ -318,13 +337,22 @@ class SQLiteSchema:
         )
 
 
-def ensure_schema(connection: SQLiteConnection, *, now: int, migrate: bool) -> SchemaOutcome:
+def ensure_schema(
+    connection: SQLiteConnection, *, now: int, migrate: bool, shared: bool = False
+) -> SchemaOutcome:
     """Create, verify or upgrade the schema (see :func:`jobledger.store.migrations.ensure_schema`).
 
     Refusals (``SCHEDULER_SCHEMA_*``, ``SCHEDULER_MIGRATION_REQUIRED``) happen before any write,
-    so a refused database is left exactly as it was.
+    so a refused database is left exactly as it was. ``shared``: the file may hold the
+    application's own objects too (``shared_file.py``).
     """
-    return ladder.ensure_schema(SQLiteSchema(connection, now=now), migrate=migrate)
+    return ladder.ensure_schema(SQLiteSchema(connection, now=now, shared=shared), migrate=migrate)
+
+
+def _name_clashes(conn: sqlite3.Connection) -> list[str]:
+    """Objects of a file jobledger has not initialised yet that have jobledger's names."""
+    rows = _plain(conn).execute("SELECT name FROM sqlite_master ORDER BY name").fetchall()
+    return [row[0] for row in rows if row[0] in OWN_NAMES]
 
 
 def read_schema_info(conn: sqlite3.Connection) -> SchemaInfo:
@@ -352,7 +380,7 @@ def _stored_authorities(conn: sqlite3.Connection) -> Iterator[tuple[str, object,
             yield table, row[0], row[1]
 
 
-def verify_database(conn: sqlite3.Connection) -> VerifyReport:
+def verify_database(conn: sqlite3.Connection, *, shared: bool = False) -> VerifyReport:
     """Every O(size) check, for :meth:`~jobledger.Store.verify` (the open runs only the O(1)
     catalog checks): SQLite's ``integrity_check``, foreign keys, the catalog of the newest
     version, and that every stored authority is a valid envelope."""
@@ -370,7 +398,7 @@ def verify_database(conn: sqlite3.Connection) -> VerifyReport:
         VerifyCheck("foreign_keys", broken == 0, None if not broken else {"count": broken})
     )
     checks += ladder.schema_and_authority_checks(
-        lambda: _verify_catalog(conn, MIGRATIONS[-1]), _stored_authorities(conn)
+        lambda: _verify_catalog(conn, MIGRATIONS[-1], shared=shared), _stored_authorities(conn)
     )
     return VerifyReport(tuple(checks))
 

@@ -98,8 +98,10 @@ class SQLiteStore(LedgerStore):
         *,
         synchronous: str = "FULL",
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        shared_file: bool = False,
     ) -> None:
         self._connection = connection
+        self.shared_file = shared_file
         self._synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
@@ -116,6 +118,7 @@ class SQLiteStore(LedgerStore):
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         migrate: bool = True,
         synchronous: str = "FULL",
+        shared_file: bool = False,
     ) -> SQLiteStore:
         """Open (creating if needed), verify and, unless ``migrate=False``, upgrade a database.
 
@@ -124,6 +127,8 @@ class SQLiteStore(LedgerStore):
         ``synchronous`` is SQLite's durability setting: ``"FULL"`` (the default) makes every
         commit survive power loss; ``"NORMAL"`` (in WAL mode) survives process crashes but can
         lose the last commits on power loss or an operating-system crash, for fewer fsyncs.
+        ``shared_file`` lets the application's own tables live in the same file: verification
+        then covers exactly jobledger's objects (``shared_file.py``, docs/transactions.md).
         """
         if clock is None:
             clock = system_clock
@@ -135,6 +140,8 @@ class SQLiteStore(LedgerStore):
             )
         if type(migrate) is not bool:
             raise InvalidArgument("migrate must be a boolean")
+        if type(shared_file) is not bool:
+            raise InvalidArgument("shared_file must be a boolean")
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidArgument(
                 'synchronous must be "FULL" or "NORMAL"', details={"field": "synchronous"}
@@ -152,7 +159,7 @@ class SQLiteStore(LedgerStore):
             if path is not None:
                 prepare_database_files(path, create=migrate)
             connection = SQLiteConnection(location, busy_timeout_ms=busy_timeout_ms)
-            outcome = schema.ensure_schema(connection, now=now, migrate=migrate)
+            outcome = schema.ensure_schema(connection, now=now, migrate=migrate, shared=shared_file)
             if path is not None:
                 connection.enable_wal()
             connection.raw.execute(f"PRAGMA synchronous = {synchronous}")
@@ -175,7 +182,12 @@ class SQLiteStore(LedgerStore):
                 raise SchemaCorrupt("Scheduler database could not be opened or verified") from exc
             raise
         return cls(
-            connection, clock, outcome, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
+            connection,
+            clock,
+            outcome,
+            synchronous=synchronous,
+            busy_timeout_ms=busy_timeout_ms,
+            shared_file=shared_file,
         )
 
     # -- engine hooks ---------------------------------------------------------------------
@@ -270,7 +282,7 @@ class SQLiteStore(LedgerStore):
         """``integrity_check``, foreign keys, the schema catalog and every stored authority."""
         self._assert_open()
         with self._connection.reading() as conn:
-            return schema.verify_database(conn)
+            return schema.verify_database(conn, shared=self.shared_file)
 
     def close(self) -> None:
         self._connection.close()
