@@ -791,7 +791,3 @@ WHERE occurrence_id = :occurrence_id
   AND attempt = :attempt
   AND fence = :fence
 RETURNING *
-
--- name: store_identity
--- This store's id, made once with the schema (a caller's connection must be on this very store).
-SELECT store_id FROM jobledger_store

@@ -226,7 +226,8 @@ def run_in_caller_transaction(
             f"SAVEPOINT {SAVEPOINT}; "
             "SELECT current_setting('transaction_isolation') AS isolation, "
             f"current_setting('search_path') AS search_path, {_CLOCK_SQL}; "
-            f'SELECT store_id FROM "{schema}".jobledger_store; '
+            f"SELECT store_id || '/' || current_database() AS store_id "
+            f'FROM "{schema}".jobledger_store; '
             f"SELECT set_config('search_path', '\"{schema}\"', true)"
         )
         opened = True

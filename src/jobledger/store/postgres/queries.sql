@@ -292,3 +292,8 @@ SELECT queue, COUNT(*) AS n FROM (
   LIMIT %(cap)s
 ) AS blocked
 GROUP BY queue
+
+-- name: store_identity
+-- This store's id, made once with the schema, and the database's name: a caller's connection
+-- must be on this very store (a clone of the database carries the same id, not the same name).
+SELECT store_id || '/' || current_database() AS store_id FROM jobledger_store

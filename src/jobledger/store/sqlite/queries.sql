@@ -312,3 +312,7 @@ SELECT queue, COUNT(*) AS n FROM (
   LIMIT :cap
 ) AS blocked
 GROUP BY queue
+
+-- name: store_identity
+-- This store's id, made once with the schema (a caller's connection must be on this very store).
+SELECT store_id FROM jobledger_store

@@ -1,0 +1,43 @@
+"""Fixtures: an app on a real store, its ``orders`` table, and one driver per connection kind.
+
+SQLite runs in shared-file mode (``App(path, shared_file=True)``), so the application's table
+and jobledger's share one file and one transaction; PostgreSQL gets a fresh database per test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobledger
+from jobledger.testing import FakeClock
+from tests.store.pg_support import postgres_database_url, postgres_template
+from tests.transactions.drivers import POSTGRES, SQLITE, Driver
+
+__all__ = ["postgres_database_url", "postgres_template"]
+
+
+def _target(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if name in SQLITE:
+        return str(tmp_path / "db" / "app.sqlite3")
+    return str(request.getfixturevalue("postgres_database_url"))
+
+
+@pytest.fixture(
+    params=[*SQLITE, *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES)]
+)
+def driver(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[Driver]:
+    name = str(request.param)
+    target = _target(name, tmp_path, request)
+    options = {"shared_file": True} if name in SQLITE else {}
+    app = jobledger.App(target, clock=clock, authorize=jobledger.allow_all, **options)
+    app.create_job("confirm", "send_confirmation")
+    made = Driver(name, app, target)
+    made.create_orders()
+    yield made
+    made.close()
+    app.close()
