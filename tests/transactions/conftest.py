@@ -28,9 +28,7 @@ def _target(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(
     params=[*SQLITE, *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES)]
 )
-def driver(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
-) -> Iterator[Driver]:
+def driver(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Driver]:
     name = str(request.param)
     target = _target(name, tmp_path, request)
     options = {"shared_file": True} if name in SQLITE else {}

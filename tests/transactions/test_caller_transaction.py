@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from tests.transactions.drivers import ASYNC, Caller, Driver, outside_transaction
+from tests.transactions.drivers import ASYNC, Driver, outside_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,18 +166,23 @@ def test_connections_outside_a_transaction_are_refused_and_nothing_is_written(
     app = driver.app
     native, close, is_async = outside_transaction(driver)
     try:
+
+        def right() -> object:
+            if is_async:
+                return asyncio.run(app.enqueue_async("confirm", conn=native, key="k"))
+            return app.enqueue("confirm", conn=native, key="k")
+
+        def wrong() -> object:  # a connection of the other flavour goes to the other method
+            if is_async:
+                return app.enqueue("confirm", conn=native)
+            return asyncio.run(app.enqueue_async("confirm", conn=native))
+
         with pytest.raises(jobledger.InvalidArgument) as refused:
-            if is_async:
-                asyncio.run(app.enqueue_async("confirm", conn=native, key="k"))
-            else:
-                app.enqueue("confirm", conn=native, key="k")
+            right()
         assert refused.value.details["reason"] == "not_in_transaction"
-        # A connection of the other flavour goes to the other method.
-        with pytest.raises(jobledger.InvalidArgument):
-            if is_async:
-                app.enqueue("confirm", conn=native)
-            else:
-                asyncio.run(app.enqueue_async("confirm", conn=native))
+        with pytest.raises(jobledger.InvalidArgument) as misplaced:
+            wrong()
+        assert misplaced.value.details["reason"] in ("async_connection", "sync_connection")
     finally:
         close()
     assert _count(app) == 0
@@ -204,7 +209,3 @@ def test_a_process_killed_before_its_commit_leaves_nothing(driver: Driver) -> No
     assert driver.app.store.get_occurrence(occurrence_id) is None
     assert driver.orders() == []
     assert not driver.app.enqueue("confirm", payload={"order": 1}, key="order-1").deduplicated
-
-
-def _caller(driver: Driver) -> Caller:
-    return driver.begin()
