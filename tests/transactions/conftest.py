@@ -25,11 +25,9 @@ def _target(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_database_url"))
 
 
-@pytest.fixture(
-    params=[*SQLITE, *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES)]
-)
-def driver(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Driver]:
-    name = str(request.param)
+def _driver(
+    name: str, tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
+) -> Iterator[Driver]:
     target = _target(name, tmp_path, request)
     options = {"shared_file": True} if name in SQLITE else {}
     app = jobledger.App(target, clock=clock, authorize=jobledger.allow_all, **options)
@@ -39,3 +37,31 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> 
     yield made
     made.close()
     app.close()
+
+
+@pytest.fixture(
+    params=[*SQLITE, *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES)]
+)
+def driver(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Driver]:
+    """Every accepted connection kind."""
+    yield from _driver(str(request.param), tmp_path, clock, request)
+
+
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES])
+def pg_driver(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Driver]:
+    """Every accepted connection kind on PostgreSQL."""
+    yield from _driver(str(request.param), tmp_path, clock, request)
+
+
+@pytest.fixture
+def sqlite_driver(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[Driver]:
+    yield from _driver("sqlite3", tmp_path, clock, request)
+
+
+@pytest.fixture
+def psycopg_driver(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[Driver]:
+    yield from _driver("psycopg", tmp_path, clock, request)

@@ -147,17 +147,31 @@ def _resolve_django(conn: Any) -> CallerLink:
     return CallerLink("postgres", raw, "Django connection", declared_open=True)
 
 
+_SQLALCHEMY_SYNC = frozenset({"Connection", "Session"})
+
+
+def _synchronous() -> InvalidArgument:
+    return InvalidArgument(
+        "a synchronous connection goes to app.enqueue(..., conn=...)",
+        details={"field": "conn", "reason": "sync_connection"},
+    )
+
+
 async def resolve_async(conn: object) -> CallerLink:
     """Recognise an asynchronous caller connection: a psycopg ``AsyncConnection`` or a
     SQLAlchemy ``AsyncSession``/``AsyncConnection`` on psycopg."""
     if _is_psycopg(conn, "AsyncConnection"):
         return CallerLink("postgres", conn, "psycopg AsyncConnection", is_async=True)
-    if not _module(conn).startswith("sqlalchemy"):
-        if _is_psycopg(conn, "Connection") or isinstance(conn, sqlite3.Connection):
-            raise InvalidArgument(
-                "a synchronous connection goes to app.enqueue(..., conn=...)",
-                details={"field": "conn", "reason": "sync_connection"},
-            )
+    module = _module(conn)
+    if module.startswith("sqlalchemy") and type(conn).__name__ in _SQLALCHEMY_SYNC:
+        raise _synchronous()
+    if (
+        isinstance(conn, sqlite3.Connection)
+        or _is_psycopg(conn, "Connection")
+        or (module.startswith("django") and hasattr(conn, "in_atomic_block"))
+    ):
+        raise _synchronous()
+    if not module.startswith("sqlalchemy"):
         raise _unsupported(conn)
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
