@@ -65,6 +65,23 @@ def recorded(backend: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
     return names
 
 
+def _enqueue_in_a_callers_transaction(store: jobledger.Store, at: int) -> None:
+    """SPEC §8: the same enqueue, in a transaction the caller opened on its own connection."""
+    request = EnqueueRequest(job_id="mail", scheduled_for=at, trigger_key="key:in-tx")
+    if isinstance(store, sqlite_store.SQLiteStore):
+        conn = store.connect()
+        conn.execute("BEGIN IMMEDIATE")
+        store.enqueue_in_transaction(conn, [request])
+        conn.execute("COMMIT")
+        conn.close()
+        return
+    import psycopg
+
+    assert isinstance(store, pg_store.PostgresStore)
+    with psycopg.connect(store._conninfo) as pg:
+        store.enqueue_in_transaction(pg, [request])
+
+
 def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) -> None:
     """Something of everything, in the order an installation would do it (``other`` is a
     second store on the same database, as another process would be)."""
@@ -103,6 +120,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
             for i in range(6)
         ]
     )
+    _enqueue_in_a_callers_transaction(store, later)
     store.get_occurrence(first.id)
     store.resolve_occurrence_id(first.id[:12])
     store.list_occurrences_by_trigger(job_id="sms", trigger_key="s-1")
