@@ -296,7 +296,11 @@ def use_database(url: str) -> None:
         "PORT": str(parts.port or 5432),
     }
     if not settings.configured:
-        settings.configure(DATABASES={"default": database}, USE_TZ=True)
+        settings.configure(
+            DATABASES={"default": database},
+            USE_TZ=True,
+            INSTALLED_APPS=["jobledger.contrib.django"],
+        )
         django.setup()
         return
     current = connections["default"]

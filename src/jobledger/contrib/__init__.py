@@ -1,0 +1,1 @@
+"""Integrations with web frameworks (optional extras; the core never imports them)."""
