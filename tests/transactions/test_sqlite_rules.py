@@ -97,3 +97,28 @@ def test_the_callers_row_factory_is_left_as_it_was(sqlite_driver: Driver) -> Non
 def test_a_memory_store_hands_out_no_connection(clock: FakeClock) -> None:
     with jobledger.App(":memory:", clock=clock) as app, pytest.raises(jobledger.InvalidArgument):
         app.connect()
+
+
+def test_what_is_not_a_connection_of_an_accepted_kind_is_refused(sqlite_driver: Driver) -> None:
+    from sqlalchemy import create_engine
+
+    app = sqlite_driver.app
+    with pytest.raises(jobledger.InvalidArgument) as refused:
+        app.enqueue("confirm", conn=object())
+    assert refused.value.details["reason"] == "unsupported_connection"
+    engine = create_engine(f"sqlite:///{sqlite_driver.target}")
+    with engine.begin() as sa_conn, pytest.raises(jobledger.InvalidArgument) as other_dialect:
+        app.enqueue("confirm", conn=sa_conn)  # SQLAlchemy: psycopg only
+    assert other_dialect.value.details["reason"] == "unsupported_connection"
+    engine.dispose()
+    assert app.store.count_occurrences() == []
+
+
+def test_enqueue_async_without_a_connection_uses_the_stores_transaction(
+    sqlite_driver: Driver,
+) -> None:
+    import asyncio
+
+    made = asyncio.run(sqlite_driver.app.enqueue_async("confirm", key="k", payload={"n": 1}))
+    again = asyncio.run(sqlite_driver.app.enqueue_async("confirm", key="k", payload={"n": 1}))
+    assert again.deduplicated and again.id == made.id
