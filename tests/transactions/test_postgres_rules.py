@@ -190,3 +190,40 @@ def test_a_sqlite_connection_on_a_postgres_store_is_refused(
         psycopg_driver.app.enqueue("confirm", conn=conn)
     assert refused.value.details["reason"] == "another_store"
     conn.close()
+
+
+def test_the_async_bridge_reads_every_result_of_batched_statements(
+    psycopg_driver: Driver,
+) -> None:
+    import asyncio
+
+    from jobledger.store.postgres.caller import BlockingAsyncConnection
+
+    async def main() -> tuple[list[object], list[list[object]]]:
+        aconn = await psycopg.AsyncConnection.connect(psycopg_driver.target)
+        bridge = BlockingAsyncConnection(aconn, asyncio.get_running_loop())
+
+        def work() -> tuple[list[object], list[list[object]]]:
+            cursor = bridge.cursor()
+            cursor.executemany(
+                "INSERT INTO orders (id) VALUES (%(id)s) RETURNING id",
+                [{"id": 1}, {"id": 2}],
+                returning=True,
+            )
+            returned = []
+            while True:
+                returned.append(cursor.fetchone())
+                if not cursor.nextset():
+                    break
+            return returned, bridge.batch("SELECT 1 AS a; SELECT 2 AS b WHERE false")
+
+        try:
+            return await asyncio.to_thread(work)
+        finally:
+            await aconn.rollback()
+            await aconn.close()
+
+    returned, sets = asyncio.run(main())
+    assert returned == [{"id": 1}, {"id": 2}]
+    assert sets == [[{"a": 1}], []]
+    assert psycopg_driver.orders() == []  # rolled back
