@@ -84,36 +84,45 @@ class EnqueueMethods(AppBase):
         ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` if its payload differs). ``payload`` defaults
         to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
         ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
-        key returns the first occurrence unchanged, whatever these say.
+        key returns the first occurrence unchanged, whatever these say. When the app traces
+        (``docs/observability.md``) the call is a ``send <queue>`` span whose trace context the
+        occurrence keeps, so its attempts join the caller's trace.
         """
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
         trigger_key, once = self._trigger_key(key)
-        if once:
-            [occurrence] = self.store.enqueue_batch(
-                [
-                    EnqueueRequest(
-                        job_id=job_id,
-                        scheduled_for=scheduled_for,
-                        trigger_key=trigger_key,
-                        payload=payload,
-                        once_per_trigger=True,
-                        match_payload=True,
-                        queue=queue,
-                        priority=priority,
-                        partition=partition,
-                    )
-                ]
-            )
+        with self._tracing.send(job_id, queue) as sending:
+            trace_context = None if sending is None else sending.context
+            if once:
+                [occurrence] = self.store.enqueue_batch(
+                    [
+                        EnqueueRequest(
+                            job_id=job_id,
+                            scheduled_for=scheduled_for,
+                            trigger_key=trigger_key,
+                            payload=payload,
+                            once_per_trigger=True,
+                            match_payload=True,
+                            queue=queue,
+                            priority=priority,
+                            partition=partition,
+                            trace_context=trace_context,
+                        )
+                    ]
+                )
+            else:
+                occurrence = self.store.enqueue_occurrence(
+                    job_id=job_id,
+                    scheduled_for=scheduled_for,
+                    trigger_key=trigger_key,
+                    payload=payload,
+                    queue=queue,
+                    priority=priority,
+                    partition=partition,
+                    trace_context=trace_context,
+                )
+            if sending is not None:
+                sending.sent([occurrence])
             return occurrence
-        return self.store.enqueue_occurrence(
-            job_id=job_id,
-            scheduled_for=scheduled_for,
-            trigger_key=trigger_key,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            partition=partition,
-        )
 
     def enqueue_many(
         self,
@@ -134,7 +143,8 @@ class EnqueueMethods(AppBase):
         The same rules as :meth:`enqueue` for each: a new occurrence per payload, or with
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
-        partition (or ``None``) per payload. Either every occurrence is written, or none.
+        partition (or ``None``) per payload. Either every occurrence is written, or none. Traced
+        as one ``send <queue>`` span for the whole batch.
         """
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
@@ -156,20 +166,26 @@ class EnqueueMethods(AppBase):
                 details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
             )
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
-        requests: list[EnqueueRequest] = []
-        for index, payload in enumerate(items):
-            trigger_key, once = self._trigger_key(None if keys is None else keys[index])
-            requests.append(
-                EnqueueRequest(
-                    job_id=job_id,
-                    scheduled_for=scheduled_for,
-                    trigger_key=trigger_key,
-                    payload=payload,
-                    once_per_trigger=once,
-                    match_payload=once,
-                    queue=queue,
-                    priority=priority,
-                    partition=None if partitions is None else partitions[index],
+        with self._tracing.send(job_id, queue) as sending:
+            trace_context = None if sending is None else sending.context
+            requests: list[EnqueueRequest] = []
+            for index, payload in enumerate(items):
+                trigger_key, once = self._trigger_key(None if keys is None else keys[index])
+                requests.append(
+                    EnqueueRequest(
+                        job_id=job_id,
+                        scheduled_for=scheduled_for,
+                        trigger_key=trigger_key,
+                        payload=payload,
+                        once_per_trigger=once,
+                        match_payload=once,
+                        queue=queue,
+                        priority=priority,
+                        partition=None if partitions is None else partitions[index],
+                        trace_context=trace_context,
+                    )
                 )
-            )
-        return self.store.enqueue_batch(requests)
+            occurrences = self.store.enqueue_batch(requests)
+            if sending is not None:
+                sending.sent(occurrences)
+            return occurrences
