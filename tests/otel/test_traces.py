@@ -133,3 +133,148 @@ def test_each_attempt_is_a_span_with_its_outcome(make_app, exporter, clock):
     assert dead.attributes["error.type"] == "execution_failed"
     assert "jobledger.retry_at_ms" not in dead.attributes
     assert second.attributes["jobledger.fence"] == 2
+
+
+def test_the_handler_runs_inside_its_attempt_span(make_app, provider, exporter):
+    app = make_app()
+    tracer = provider.get_tracer("handler")
+
+    @app.handler("sync")
+    def sync(ctx: jobledger.JobContext) -> None:
+        with tracer.start_as_current_span("charge card"):
+            pass
+
+    @app.handler("async")
+    async def run_async(ctx: jobledger.JobContext) -> None:
+        await asyncio.sleep(0)
+        with tracer.start_as_current_span("call api"):
+            pass
+
+    app.create_job("s", "sync")
+    app.create_job("a", "async")
+    app.enqueue("s")
+    app.enqueue("a")
+    assert [r.status for r in run_until_idle(app)] == ["succeeded", "succeeded"]
+    processes = {
+        span.attributes["jobledger.job.id"]: span for span in spans_named(exporter, "process")
+    }
+    [charge] = spans_named(exporter, "charge card")
+    [call] = spans_named(exporter, "call api")
+    assert charge.parent.span_id == processes["s"].context.span_id
+    assert call.parent.span_id == processes["a"].context.span_id
+    # Nothing stays current in this thread once the attempts are over.
+    from opentelemetry import trace
+
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_batch_is_one_send_span_and_each_occurrence_continues_it(make_app, exporter):
+    app = make_app()
+
+    @app.handler("thumb")
+    def thumb(ctx: jobledger.JobContext) -> None:
+        return None
+
+    app.create_job("thumbs", "thumb")
+    made = app.enqueue_many("thumbs", [{"n": n} for n in range(3)], queue="images")
+    assert len({o.trace_context["traceparent"] for o in made}) == 1
+    assert len(run_until_idle(app)) == 3
+    [send] = spans_named(exporter, "send")
+    assert send.name == "send images"
+    assert send.attributes["messaging.batch.message_count"] == 3
+    assert "messaging.message.id" not in send.attributes
+    assert send.attributes["jobledger.deduplicated"] == 0
+    processes = spans_named(exporter, "process")
+    assert sorted(p.attributes["messaging.message.id"] for p in processes) == sorted(
+        o.id for o in made
+    )
+    assert {p.parent.span_id for p in processes} == {send.context.span_id}
+
+
+def test_a_deduplicated_enqueue_leaves_the_first_trace_in_charge(make_app, exporter):
+    app = make_app()
+
+    @app.handler("pay")
+    def pay(ctx: jobledger.JobContext) -> None:
+        return None
+
+    app.create_job("payment", "pay")
+    first = app.enqueue("payment", payload={"order": 7}, key="order-7")
+    again = app.enqueue("payment", payload={"order": 7}, key="order-7")
+    assert again.deduplicated and again.trace_context == first.trace_context
+    run_until_idle(app)
+    sends = spans_named(exporter, "send")
+    assert [s.attributes["jobledger.deduplicated"] for s in sends] == [False, True]
+    assert sends[0].context.trace_id != sends[1].context.trace_id
+    [process] = spans_named(exporter, "process")
+    assert process.parent.span_id == sends[0].context.span_id
+
+
+def test_a_refused_enqueue_is_an_error_span_and_stores_nothing(make_app, exporter):
+    app = make_app()
+    with pytest.raises(jobledger.SchedulerError) as info:
+        app.enqueue("no-such-job", queue="mail")
+    assert info.value.code == "SCHEDULER_NOT_FOUND"
+    with pytest.raises(jobledger.SchedulerError):
+        app.enqueue("no-such-job", queue="q" * 65)  # too long for a queue name
+    first, second = spans_named(exporter, "send")
+    assert first.name == "send mail" and second.name == "send"
+    for span in (first, second):
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.kind is SpanKind.PRODUCER
+    assert first.attributes["error.type"] == "SCHEDULER_NOT_FOUND"
+    assert second.attributes["error.type"] == "SCHEDULER_INVALID_ARGUMENT"
+    # Neither the message (it may quote input) nor a traceback lands in the span.
+    assert list(first.events) == [] and first.status.description is None
+    assert app.store.list_occurrences().items == ()
+
+
+def test_an_occurrence_enqueued_untraced_starts_a_trace_of_its_own(
+    make_app, any_target, exporter, provider
+):
+    untraced = make_app(tracing=False)
+    untraced.create_job("j", "k")
+    with provider.get_tracer("web").start_as_current_span("caller"):
+        occurrence = untraced.enqueue("j")
+    assert occurrence.trace_context is None
+    assert spans_named(exporter, "send") == []
+    app = make_app()
+
+    @app.handler("k")
+    def k(ctx: jobledger.JobContext) -> None:
+        return None
+
+    with provider.get_tracer("test").start_as_current_span("test runner"):
+        run_until_idle(app)
+    [process] = spans_named(exporter, "process")
+    assert process.parent is None  # a root, not a child of whatever called the runtime
+    assert list(process.links) == []
+
+
+def test_without_a_configured_provider_nothing_is_traced(make_app, exporter):
+    # tracing=True (the default) follows the global provider, which these tests never set.
+    from opentelemetry import trace
+
+    from jobledger.otel import is_configured
+
+    assert not is_configured(trace.get_tracer_provider())
+    app = make_app(tracing=True)
+
+    @app.handler("k")
+    def k(ctx: jobledger.JobContext) -> None:
+        return None
+
+    app.create_job("j", "k")
+    occurrence = app.enqueue("j")
+    assert occurrence.trace_context is None
+    assert app.get_occurrence(occurrence.id).trace_context is None
+    run_until_idle(app)
+    assert exporter.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, object()])
+def test_tracing_must_be_a_boolean_or_a_tracer_provider(any_target, bad):
+    with pytest.raises(jobledger.SchedulerError) as info:
+        jobledger.App(any_target, tracing=bad)
+    assert info.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert info.value.details == {"field": "tracing"}
