@@ -5,7 +5,6 @@ and links to it, with the messaging conventions' attributes — on both stores."
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
@@ -107,7 +106,9 @@ def test_each_attempt_is_a_span_with_its_outcome(make_app, exporter, clock):
         "retry_wait",
         "succeeded",
     ]
-    sends = {span.attributes["messaging.message.id"]: span for span in spans_named(exporter, "send")}
+    sends = {
+        span.attributes["messaging.message.id"]: span for span in spans_named(exporter, "send")
+    }
     processes = spans_named(exporter, "process")
     mine = sorted(
         (p for p in processes if p.attributes["messaging.message.id"] == occurrence.id),
