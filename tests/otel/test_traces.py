@@ -184,7 +184,7 @@ def test_a_batch_is_one_send_span_and_each_occurrence_continues_it(make_app, exp
     assert send.name == "send images"
     assert send.attributes["messaging.batch.message_count"] == 3
     assert "messaging.message.id" not in send.attributes
-    assert send.attributes["jobledger.deduplicated"] == 0
+    assert send.attributes["jobledger.deduplicated_count"] == 0
     processes = spans_named(exporter, "process")
     assert sorted(p.attributes["messaging.message.id"] for p in processes) == sorted(
         o.id for o in made

@@ -14,6 +14,7 @@ __all__ = [
     "ATTEMPT",
     "BATCH_MESSAGE_COUNT",
     "DEDUPLICATED",
+    "DEDUPLICATED_COUNT",
     "DESTINATION_NAME",
     "ERROR_TYPE",
     "FENCE",
@@ -51,6 +52,7 @@ ERROR_TYPE: Final = "error.type"
 JOB_ID: Final = "jobledger.job.id"
 JOB_KIND: Final = "jobledger.job.kind"
 DEDUPLICATED: Final = "jobledger.deduplicated"
+DEDUPLICATED_COUNT: Final = "jobledger.deduplicated_count"
 ATTEMPT: Final = "jobledger.attempt"
 MAX_ATTEMPTS: Final = "jobledger.max_attempts"
 FENCE: Final = "jobledger.fence"

@@ -70,7 +70,7 @@ class Sending:
             attributes[sc.DEDUPLICATED] = first.deduplicated
         else:
             attributes[sc.BATCH_MESSAGE_COUNT] = len(occurrences)
-            attributes[sc.DEDUPLICATED] = sum(o.deduplicated for o in occurrences)
+            attributes[sc.DEDUPLICATED_COUNT] = sum(o.deduplicated for o in occurrences)
         span.set_attributes(attributes)
 
 
