@@ -279,3 +279,33 @@ def test_tracing_must_be_a_boolean_or_a_tracer_provider(any_target, bad):
         jobledger.App(any_target, tracing=bad)
     assert info.value.code == "SCHEDULER_INVALID_ARGUMENT"
     assert info.value.details == {"field": "tracing"}
+
+
+def test_the_app_observer_still_hears_every_hook_when_attempts_are_traced(make_app, exporter):
+    from jobledger.engine.heartbeat import ManualHeartbeat
+    from jobledger.engine.observe import Observer
+
+    heard: list[str] = []
+
+    class Recorder(Observer):
+        def claimed(self, occurrences):
+            heard.append("claimed")
+
+        def started(self, occurrence):
+            heard.append("started")
+
+        def finished(self, occurrence, result, duration_s):
+            heard.append(f"finished {result.status}")
+
+    app = make_app()
+    app.handler("k")(lambda ctx: None)
+    app.create_job("j", "k")
+    app.enqueue("j")
+    runtime = app.runtime(observer=Recorder(), heartbeat=ManualHeartbeat())
+    assert type(runtime.observer).__name__ == "TracingObserver"
+    assert [r.status for r in runtime.run_until_idle()] == ["succeeded"]
+    assert heard == ["claimed", "started", "finished succeeded"]
+    assert len(spans_named(exporter, "process")) == 1
+    assert runtime.observer.in_flight() == 0
+    with pytest.raises(jobledger.SchedulerError):
+        app.runtime(observer=object())  # not an Observer: refused as without tracing
