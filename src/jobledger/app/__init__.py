@@ -38,5 +38,8 @@ class App(JobMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMeth
     (left open; it keeps its own clock and options, so ``clock``/``store_options`` are refused
     with it). ``clock`` is used for "now" in :meth:`enqueue` and for retry instants, and is passed
     to the store the app opens; without one, "now" is the store's (on PostgreSQL, the database
-    clock, so machines whose clocks disagree still enqueue at the same instants).
+    clock, so machines whose clocks disagree still enqueue at the same instants). ``tracing``:
+    OpenTelemetry spans for enqueues and attempts — ``True`` once the application configured a
+    global tracer provider, a ``TracerProvider`` to use that one, ``False`` never
+    (``docs/observability.md``).
     """
