@@ -5,6 +5,7 @@ and links to it, with the messaging conventions' attributes — on both stores."
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
@@ -309,3 +310,44 @@ def test_the_app_observer_still_hears_every_hook_when_attempts_are_traced(make_a
     assert runtime.observer.in_flight() == 0
     with pytest.raises(jobledger.SchedulerError):
         app.runtime(observer=object())  # not an Observer: refused as without tracing
+
+
+def test_a_timed_out_attempt_ends_its_span_from_the_watchdog(make_app, provider, exporter):
+    import threading
+
+    from jobledger.engine.heartbeat import ManualHeartbeat
+    from jobledger.engine.watchdog import Watchdog
+
+    now = [1000.0]
+    watchdog = Watchdog(monotonic=lambda: now[0], thread=False)
+    started, release = threading.Event(), threading.Event()
+    app = make_app()
+    tracer = provider.get_tracer("handler")
+
+    @app.handler("slow", timeout=timedelta(seconds=30))
+    def slow(ctx: jobledger.JobContext) -> None:
+        started.set()
+        release.wait(5)
+        with tracer.start_as_current_span("late work"):
+            pass
+
+    app.create_job("j", "slow", max_attempts=2)
+    occurrence = app.enqueue("j")
+    runtime = app.runtime(heartbeat=ManualHeartbeat(), watchdog=watchdog)
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(runtime.run_next()), daemon=True)
+    thread.start()
+    assert started.wait(5)
+    now[0] += 30
+    assert watchdog.check() == 1  # this thread settles the attempt and ends its span
+    [process] = spans_named(exporter, "process")
+    assert process.attributes["jobledger.outcome"] == "retry_wait"
+    assert process.attributes["error.type"] == "SCHEDULER_RUNTIME_TIMEOUT"
+    assert process.status.status_code is StatusCode.ERROR
+    release.set()
+    thread.join(5)
+    assert box[0].timed_out
+    # The handler ran on past its limit, still inside its attempt's span.
+    [late] = spans_named(exporter, "late work")
+    assert late.parent.span_id == process.context.span_id
+    assert app.get_occurrence(occurrence.id).status == "retry_wait"
