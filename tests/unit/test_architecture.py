@@ -28,6 +28,7 @@ FLOORS = {
     "planning": 4,
     "engine": 5,
     "metrics": 6,
+    "otel": 6,
     "web": 6,
 }
 FACE = 7

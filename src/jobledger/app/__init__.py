@@ -51,5 +51,7 @@ class App(
     clock, so machines whose clocks disagree still enqueue at the same instants).
     ``shared_file=True`` (SQLite) lets the application's own tables live in the store's file,
     so they and :meth:`enqueue` ``(..., conn=app.connect())`` commit in one transaction
-    (SPEC §8, docs/transactions.md).
+    (SPEC §8, docs/transactions.md). ``tracing``: OpenTelemetry spans for enqueues and
+    attempts — ``True`` once the application configured a global tracer provider, a
+    ``TracerProvider`` to use that one, ``False`` never (``docs/observability.md``).
     """

@@ -15,9 +15,10 @@ from ..engine.retry import DEFAULT_BACKOFF, BackoffPolicy
 from ..engine.runtime import Runtime
 from ..errors import InvalidArgument
 from ..store import Store, open_store
+from .tracing import TracingGate
 
 if TYPE_CHECKING:
-    pass
+    from opentelemetry.trace import TracerProvider
 
 
 __all__ = ["MAX_KEY_LENGTH", "AppBase", "H"]
@@ -41,6 +42,7 @@ class AppBase:
         retry_policy: BackoffPolicy = DEFAULT_BACKOFF,
         store_options: Mapping[str, Any] | None = None,
         shared_file: bool = False,
+        tracing: bool | TracerProvider = True,
     ) -> None:
         given_store = isinstance(target, Store)
         if shared_file is not False and (given_store or type(shared_file) is not bool):
@@ -79,6 +81,8 @@ class AppBase:
         # declares for the kind.
         self._lost_lease_policies: dict[str, str] = {}
         self._runtimes: list[Runtime] = []
+        # OpenTelemetry spans for enqueues and attempts (docs/observability.md).
+        self._tracing = TracingGate(tracing)
 
     # -- store -------------------------------------------------------------------------------
 

@@ -90,33 +90,41 @@ class EnqueueMethods(TransactionMethods):
 
         ``conn`` writes the occurrence in the caller's open transaction instead of one of the
         store's (SPEC §8, ``docs/transactions.md``): it exists when that transaction commits.
+        When the app traces (``docs/observability.md``) the call is a ``send <queue>`` span whose
+        trace context the occurrence keeps, so its attempts join the caller's trace.
         """
-        request = self._enqueue_request(
-            job_id,
-            payload=payload,
-            key=key,
-            at=at,
-            at_ms=at_ms,
-            delay=delay,
-            delay_ms=delay_ms,
-            queue=queue,
-            priority=priority,
-            partition=partition,
-        )
-        if conn is not None:
-            return self._enqueue_in_transaction(conn, [request])[0]
-        if request.once_per_trigger:
-            [occurrence] = self.store.enqueue_batch([request])
+        with self._tracing.send(job_id, queue) as sending:
+            request = self._enqueue_request(
+                job_id,
+                payload=payload,
+                key=key,
+                at=at,
+                at_ms=at_ms,
+                delay=delay,
+                delay_ms=delay_ms,
+                queue=queue,
+                priority=priority,
+                partition=partition,
+                trace_context=None if sending is None else sending.context,
+            )
+            if conn is not None:
+                [occurrence] = self._enqueue_in_transaction(conn, [request])
+            elif request.once_per_trigger:
+                [occurrence] = self.store.enqueue_batch([request])
+            else:
+                occurrence = self.store.enqueue_occurrence(
+                    job_id=job_id,
+                    scheduled_for=request.scheduled_for,
+                    trigger_key=request.trigger_key,
+                    payload=payload,
+                    queue=queue,
+                    priority=priority,
+                    partition=partition,
+                    trace_context=request.trace_context,
+                )
+            if sending is not None:
+                sending.sent([occurrence])
             return occurrence
-        return self.store.enqueue_occurrence(
-            job_id=job_id,
-            scheduled_for=request.scheduled_for,
-            trigger_key=request.trigger_key,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            partition=partition,
-        )
 
     def _enqueue_request(
         self,
@@ -131,6 +139,7 @@ class EnqueueMethods(TransactionMethods):
         queue: str | None,
         priority: int | None,
         partition: str | None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> EnqueueRequest:
         """What :meth:`enqueue` asks the store for (its instant resolved, its key made)."""
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
@@ -145,6 +154,7 @@ class EnqueueMethods(TransactionMethods):
             queue=queue,
             priority=priority,
             partition=partition,
+            trace_context=trace_context,
         )
 
     def enqueue_many(
@@ -168,7 +178,8 @@ class EnqueueMethods(TransactionMethods):
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
         partition (or ``None``) per payload. Either every occurrence is written, or none;
-        with ``conn``, in the caller's open transaction (see :meth:`enqueue`).
+        with ``conn``, in the caller's open transaction (see :meth:`enqueue`). Traced as one
+        ``send <queue>`` span for the whole batch.
         """
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
@@ -190,22 +201,29 @@ class EnqueueMethods(TransactionMethods):
                 details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
             )
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
-        requests: list[EnqueueRequest] = []
-        for index, payload in enumerate(items):
-            trigger_key, once = self._trigger_key(None if keys is None else keys[index])
-            requests.append(
-                EnqueueRequest(
-                    job_id=job_id,
-                    scheduled_for=scheduled_for,
-                    trigger_key=trigger_key,
-                    payload=payload,
-                    once_per_trigger=once,
-                    match_payload=once,
-                    queue=queue,
-                    priority=priority,
-                    partition=None if partitions is None else partitions[index],
+        with self._tracing.send(job_id, queue) as sending:
+            trace_context = None if sending is None else sending.context
+            requests: list[EnqueueRequest] = []
+            for index, payload in enumerate(items):
+                trigger_key, once = self._trigger_key(None if keys is None else keys[index])
+                requests.append(
+                    EnqueueRequest(
+                        job_id=job_id,
+                        scheduled_for=scheduled_for,
+                        trigger_key=trigger_key,
+                        payload=payload,
+                        once_per_trigger=once,
+                        match_payload=once,
+                        queue=queue,
+                        priority=priority,
+                        partition=None if partitions is None else partitions[index],
+                        trace_context=trace_context,
+                    )
                 )
-            )
-        if conn is not None:
-            return self._enqueue_in_transaction(conn, requests)
-        return self.store.enqueue_batch(requests)
+            if conn is not None:
+                occurrences = self._enqueue_in_transaction(conn, requests)
+            else:
+                occurrences = self.store.enqueue_batch(requests)
+            if sending is not None:
+                sending.sent(occurrences)
+            return occurrences

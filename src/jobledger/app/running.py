@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..engine.heartbeat import HeartbeatDriver
-from ..engine.observe import Observer
+from ..engine.observe import NO_OBSERVER, Observer
 from ..engine.options import DEFAULT_LEASE, LeaseOptions, WorkerOptions
 from ..engine.runtime import Runtime
 from ..engine.watchdog import Watchdog
@@ -38,8 +38,10 @@ class RunningMethods(AppBase):
         watchdog: Watchdog | None = None,
         observer: Observer | None = None,
     ) -> Runtime:
-        """A :class:`Runtime` with this app's handlers (``authorize`` must have been given)."""
+        """A :class:`Runtime` with this app's handlers (``authorize`` must have been given);
+        its attempts are traced when the app traces (``docs/observability.md``)."""
         leases = LeaseOptions(DEFAULT_LEASE if lease is None else lease, renew_interval)
+        observer = self._tracing.observer(NO_OBSERVER if observer is None else observer)
         runtime = Runtime(
             self.store,
             authorize=self.authorize,
@@ -52,7 +54,8 @@ class RunningMethods(AppBase):
             observer=observer,
         )
         for kind, (function, retry, timeout) in self._handlers.items():
-            runtime.register_handler(kind, function, retry=retry, timeout=timeout)
+            traced = self._tracing.handler(observer, function)
+            runtime.register_handler(kind, traced, retry=retry, timeout=timeout)
         with self._lock:
             self._runtimes.append(runtime)
         return runtime

@@ -152,7 +152,9 @@ class Occurrence:
     (snapshotted at enqueue); ``on_lost_lease`` the job's policy when it was enqueued;
     ``snoozes`` how often its handler snoozed it; ``parents`` the occurrences it runs after
     (SPEC §10; status ``blocked`` until they are terminal) and ``on_parent_failure`` what a
-    failed parent does to it. ``job`` is set only on occurrences returned by a claim: the
+    failed parent does to it. ``trace_context`` is the W3C trace context (``traceparent``,
+    ``tracestate``) of the enqueue that made it, when that enqueue was traced
+    (``docs/observability.md``). ``job`` is set only on occurrences returned by a claim: the
     job as it was inside the claiming transaction, so a runtime needs no second read; and on those
     ``reclaimed`` says the claim took over an expired lease.
     """
@@ -188,6 +190,7 @@ class Occurrence:
     snoozes: int = 0
     parents: tuple[str, ...] = ()
     on_parent_failure: ParentFailurePolicy | None = None
+    trace_context: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_terminal(self) -> bool:
@@ -213,7 +216,8 @@ class EnqueueRequest:
     returned as it is — an idempotency key reused for different work is a mistake.
     ``queue``/``priority`` ``None`` take the job's; ``partition`` ``None`` is none (SPEC §7);
     a reused key with another queue, priority or partition returns the first occurrence
-    unchanged."""
+    unchanged. ``trace_context`` (``{"traceparent": …, "tracestate": …}``, W3C Trace Context)
+    is stored with a new occurrence so its attempts continue the enqueuer's trace."""
 
     job_id: str
     scheduled_for: int
@@ -225,6 +229,7 @@ class EnqueueRequest:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    trace_context: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

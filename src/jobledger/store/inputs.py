@@ -7,6 +7,7 @@ and both stores refuse exactly the same inputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "normalize_requeue_args",
     "normalize_settlements",
     "normalize_status",
+    "normalize_trace_context",
 ]
 
 MAX_REASON_LENGTH = 2000
@@ -186,6 +188,39 @@ class EnqueueInput:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    trace_json: str | None = None
+
+
+# W3C Trace Context: traceparent "version-traceid-parentid-flags" in lowercase hex; tracestate
+# at most 512 characters of visible ASCII (https://www.w3.org/TR/trace-context/).
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+_TRACE_FIELDS = ("traceparent", "tracestate")
+
+
+def normalize_trace_context(value: object) -> str | None:
+    """A W3C trace context (``{"traceparent": …, "tracestate": …}``) as the JSON text stored in
+    ``occurrences.trace_json``; ``None`` stores none."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or any(key not in _TRACE_FIELDS for key in value):
+        raise InvalidArgument(
+            "trace_context must be a W3C trace context: {'traceparent': …, 'tracestate': …}",
+            details={"field": "trace_context"},
+        )
+    parent, state = value.get("traceparent"), value.get("tracestate", "")
+    if not isinstance(parent, str) or _TRACEPARENT.fullmatch(parent) is None:
+        raise InvalidArgument(
+            "trace_context.traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)",
+            details={"field": "trace_context.traceparent"},
+        )
+    if not isinstance(state, str) or _TRACESTATE.fullmatch(state) is None:
+        raise InvalidArgument(
+            "trace_context.tracestate must be at most 512 printable ASCII characters",
+            details={"field": "trace_context.tracestate"},
+        )
+    fields = {"traceparent": parent, **({"tracestate": state} if state else {})}
+    return contract.canonical_json(fields)
 
 
 def normalize_enqueue(
@@ -200,6 +235,7 @@ def normalize_enqueue(
     queue: object = None,
     priority: object = None,
     partition: object = None,
+    trace_context: object = None,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -224,6 +260,7 @@ def normalize_enqueue(
         queue=None if queue is None else contract.normalize_queue_name(queue),
         priority=None if priority is None else contract.normalize_priority(priority),
         partition=None if partition is None else contract.normalize_partition(partition),
+        trace_json=normalize_trace_context(trace_context),
     )
 
 
@@ -255,6 +292,7 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     queue=item.queue,
                     priority=item.priority,
                     partition=item.partition,
+                    trace_context=item.trace_context,
                 )
             )
         except InvalidArgument as exc:

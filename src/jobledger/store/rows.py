@@ -25,6 +25,7 @@ __all__ = [
     "read_authority",
     "read_stored_authority",
     "read_stored_json",
+    "read_trace_context",
 ]
 
 
@@ -130,7 +131,20 @@ def occurrence_from_row(
         snoozes=int(row["snoozes"]),
         parents=parents,
         on_parent_failure=row["on_parent_failure"],
+        trace_context=read_trace_context(row["trace_json"]),
     )
+
+
+def read_trace_context(encoded: str | None) -> dict[str, str] | None:
+    """A stored ``trace_json`` (written only by the store, from a validated W3C trace
+    context), parsed; ``None`` when the enqueue was not traced — the common case costs
+    nothing."""
+    if encoded is None:
+        return None
+    value = read_stored_json(encoded, "occurrence trace context")
+    if type(value) is not dict:
+        raise DataCorrupt("Stored occurrence trace context is not a JSON object")
+    return value
 
 
 def event_from_row(row: Mapping[str, Any]) -> Event:

@@ -45,7 +45,7 @@ def insert_params(firing: Firing, now: int | None) -> dict[str, Any]:
         "queue": request.queue,
         "priority": request.priority,
         "partition_key": request.partition,
-        "trace_json": None,
+        "trace_json": request.trace_json,
         "now": now,
     }
     return params
@@ -139,4 +139,5 @@ def new_occurrence(firing: Firing, now: int) -> Occurrence:
         priority=meta.priority if request.priority is None else request.priority,
         partition=request.partition,
         on_lost_lease="adjudicate" if meta.on_lost_lease == "adjudicate" else "retry",
+        trace_context=rows.read_trace_context(request.trace_json),
     )

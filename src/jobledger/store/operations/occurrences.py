@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import contract
@@ -51,6 +51,7 @@ class OccurrenceOperations(OperationsBase):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> Occurrence:
         request = inputs.normalize_enqueue(
             job_id,
@@ -62,6 +63,7 @@ class OccurrenceOperations(OperationsBase):
             queue=queue,
             priority=priority,
             partition=partition,
+            trace_context=trace_context,
         )
         return self._enqueue_requests([request])[0]
 

@@ -491,6 +491,7 @@ class PostgresStore(LedgerStore):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> Occurrence:
         """As :meth:`Store.enqueue_occurrence`; when the job's revision is known (it was used
         before by this store), a new firing costs one round trip (``enqueue_in_one_statement``);
@@ -505,6 +506,7 @@ class PostgresStore(LedgerStore):
             queue=queue,
             priority=priority,
             partition=partition,
+            trace_context=trace_context,
         )
         meta = self._cached_job(request.job_id)
         if meta is not None and meta.enabled:

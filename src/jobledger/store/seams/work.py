@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from ...errors import LeaseLost
@@ -38,6 +38,7 @@ class OccurrenceOperations(Protocol):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> Occurrence:
         """Record one firing of a job; idempotent on (job, job revision, scheduled_for, key).
 
@@ -47,7 +48,9 @@ class OccurrenceOperations(Protocol):
         ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH``. The payload defaults to the job's; authority
         and max_attempts are snapshotted from the job, and so are its queue and priority unless
         given; ``partition`` defaults to none. Missing job → ``SCHEDULER_NOT_FOUND``; disabled
-        job → ``SCHEDULER_JOB_DISABLED``. Appends ``occurrence_enqueued``.
+        job → ``SCHEDULER_JOB_DISABLED``. Appends ``occurrence_enqueued``. ``trace_context``
+        (a W3C trace context, see :class:`~jobledger.EnqueueRequest`) is stored with a new
+        occurrence; a deduplicated enqueue keeps the first one's.
         """
         ...
 
