@@ -49,20 +49,24 @@ class AsyncEnqueueMethods(EnqueueMethods):
                 priority=priority,
                 partition=partition,
             )
-        request = await asyncio.to_thread(
-            functools.partial(
-                self._enqueue_request,
-                job_id,
-                payload=payload,
-                key=key,
-                at=at,
-                at_ms=at_ms,
-                delay=delay,
-                delay_ms=delay_ms,
-                queue=queue,
-                priority=priority,
-                partition=partition,
+        with self._tracing.send(job_id, queue) as sending:
+            request = await asyncio.to_thread(
+                functools.partial(
+                    self._enqueue_request,
+                    job_id,
+                    payload=payload,
+                    key=key,
+                    at=at,
+                    at_ms=at_ms,
+                    delay=delay,
+                    delay_ms=delay_ms,
+                    queue=queue,
+                    priority=priority,
+                    partition=partition,
+                    trace_context=None if sending is None else sending.context,
+                )
             )
-        )
-        [occurrence] = await self._enqueue_in_transaction_async(conn, [request])
-        return occurrence
+            [occurrence] = await self._enqueue_in_transaction_async(conn, [request])
+            if sending is not None:
+                sending.sent([occurrence])
+            return occurrence
