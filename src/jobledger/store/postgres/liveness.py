@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -94,10 +95,13 @@ class AdvisoryOwnerLock:
         self._take = QUERIES["liveness_take"].replace("{schema}", schema)
         self.key = liveness_key(schema, owner_id)
         self.generation = 0  # of the last take (1 for the first ever by this owner id)
-        self._conn: PgConnection | None = None
-        self._connect()
+        # refresh() runs on the worker's liveness thread, close() on its main thread.
+        self._mutex = threading.Lock()
+        self._closed = False
+        self._conn: PgConnection | None = self._connect()
 
-    def _connect(self) -> None:
+    def _connect(self) -> PgConnection:
+        """A new session holding the lock (its take bumped the generation)."""
         kwargs: dict[str, Any] = connection_kwargs(
             connect_timeout=self._connect_timeout, prepare_threshold=None
         )
@@ -117,7 +121,7 @@ class AdvisoryOwnerLock:
             conn.close()
             raise RuntimeError("another live session already holds this owner's lock")
         self.generation = int(taken["generation"])
-        self._conn = conn
+        return conn
 
     @property
     def held(self) -> bool:
@@ -125,22 +129,34 @@ class AdvisoryOwnerLock:
 
     def refresh(self) -> None:
         """Check the session is alive; take the lock again on a new one if it was lost."""
-        conn = self._conn
+        with self._mutex:
+            if self._closed:
+                return
+            conn = self._conn
         if conn is not None and not conn.closed:
             try:
                 conn.execute(QUERIES["liveness_ping"])
                 return
             except psycopg.Error:
                 conn.close()
-        self._conn = None
+        with self._mutex:
+            if self._conn is conn:
+                self._conn = None
         try:
-            self._connect()
+            fresh = self._connect()
         except (psycopg.Error, RuntimeError) as exc:
-            # Coded, so the worker's housekeeping logs it and tries again next time.
+            # Coded, so the worker logs it and tries again at its next check.
             raise liveness_lock_unavailable(exc, again=True) from None
+        with self._mutex:
+            if not self._closed:
+                self._conn = fresh
+                return
+        fresh.close()  # closed while this reconnected: give the lock back with the session
 
     def close(self) -> None:
-        conn, self._conn = self._conn, None
+        with self._mutex:
+            self._closed = True
+            conn, self._conn = self._conn, None
         if conn is not None and not conn.closed:
             # If this fails, the session ends below, which releases the lock anyway.
             with contextlib.suppress(psycopg.Error):
