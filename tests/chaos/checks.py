@@ -191,8 +191,10 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
                     f"{previous['event_type']} at {previous['occurred_at']}: time went back"
                 )
             if kind == "occurrence_lease_expired" and event["data"].get("reason") == "owner_gone":
-                if event["owner_id"] not in kills:
-                    counts[f"reaped_live_owner:{event['owner_id']}"] += 1
+                owner = event["owner_id"]
+                stopped_ms = harness.log.stops.get(owner)
+                if owner not in kills and (stopped_ms is None or event["occurred_at"] < stopped_ms):
+                    counts[f"reaped_live_owner:{owner}"] += 1
             if kind in CLAIMS:
                 claim_by_fence[event["fence"]] = event
                 if event["data"].get("previousStatus") == "running":
@@ -314,8 +316,8 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
         "reruns_while_holder_alive": {
             k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("rerun_while")
         },
-        # Leases ended as "owner gone" although that owner was never killed (a worker that
-        # stopped gracefully holds none): a live worker was taken for dead.
+        # Leases ended as "owner gone" before that owner was killed or asked to stop: a live
+        # worker was taken for dead.
         "reaped_live_owner": {
             k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("reaped_live")
         },

@@ -128,6 +128,7 @@ class RunLog:
     worker_failures: list[str] = field(default_factory=list)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
+    stops: dict[str, int] = field(default_factory=dict)  # owner -> epoch ms its stop was asked
     # session-cut runs: cadence (s) -> (victim, cuts made, backends terminated)
     session_cuts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -247,8 +248,9 @@ class Harness:
             w.ready_path.exists() or w.process.poll() is not None for w in self.running.values()
         ):
             time.sleep(0.05)
-        for worker in self.running.values():
+        for owner, worker in self.running.items():
             if worker.process.poll() is None:
+                self.log.stops[owner] = jobledger.system_clock()
                 worker.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for owner, worker in self.running.items():
