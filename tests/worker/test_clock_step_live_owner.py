@@ -12,7 +12,9 @@ clock stands for it here) expires them for everyone, as documented in ``docs/gua
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -174,3 +176,62 @@ def test_a_step_of_a_worker_machines_clock_changes_nothing_on_postgresql(
             occurrence_id=claimed.id, owner_id="w1", fence=claimed.fence, lease_ms=LEASE_MS
         )
         assert renewed.lease_expires_at < jobledger.system_clock() - HOUR_MS
+
+
+def test_a_running_worker_finishes_its_work_across_a_forward_step_on_sqlite(tmp_path):
+    """End to end: a real worker runs a handler while the clock steps two hours; a second
+    worker's claims take nothing, the handler's renewal and result commit, nothing runs twice."""
+    from jobledger.engine.heartbeat import ManualHeartbeat
+
+    from .conftest import add_job, event_types, stop_worker
+
+    wall = SteppingClock()
+    driver = ManualHeartbeat()
+    started, gate = threading.Event(), threading.Event()
+    runs: list[int] = []
+
+    def hold(ctx: jobledger.JobContext) -> str:
+        runs.append(ctx.fence)
+        started.set()
+        gate.wait(10)  # until the test has stepped the clock and tried a takeover
+        return "done"
+
+    with jobledger.open_store(str(tmp_path / "db" / "step.sqlite3"), clock=wall) as store:
+        occurrence = add_job(store, "job-step", kind="hold", clock=wall)
+        runtime = jobledger.Runtime(
+            store,
+            handlers={"hold": hold},
+            authorize=jobledger.allow_all,
+            clock=wall,
+            heartbeat=driver,
+            lease_ms=LEASE_MS,
+            owner_id="w1",
+        )
+        worker = jobledger.Worker(
+            runtime, concurrency=1, prefetch=0, planner=False, poll_interval=timedelta(seconds=1)
+        )
+        thread = threading.Thread(
+            target=lambda: worker.run(install_signal_handlers=False), daemon=True
+        )
+        thread.start()
+        try:
+            assert worker.wait_until_running(10) and started.wait(10)
+            wall.step(2 * HOUR_MS)
+            with jobledger.open_store(store.target, clock=wall) as other:
+                assert other.claim_next(owner_id="w2", lease_ms=LEASE_MS) is None
+            driver.tick()  # the worker's keeper renews: its lease is its own still
+            renewed = store.get_occurrence(occurrence.id)
+            assert renewed.lease_expires_at == wall() + LEASE_MS
+            gate.set()
+            finished = threading.Event()
+            for _ in range(1000):
+                if store.get_occurrence(occurrence.id).status == "succeeded":
+                    break
+                finished.wait(0.01)
+        finally:
+            gate.set()
+            stop_worker(worker, thread)
+            runtime.close()
+        done = store.get_occurrence(occurrence.id)
+        assert (done.status, done.fence, runs) == ("succeeded", occurrence.fence + 1, [1])
+        assert "occurrence_reclaimed" not in event_types(store, occurrence.id)

@@ -199,7 +199,8 @@ class Housekeeper:
         direction = "forward" if step_s > 0 else "backward"
         if direction == "forward":
             effect = (
-                "leases held across it may have expired under their holders and be taken over; "
+                "leases held across it may have expired under their holders (on SQLite a live "
+                "worker keeps its own; on PostgreSQL the next claim takes them over); "
                 "delayed work, retries and schedule slots it skipped are due at once"
             )
         else:
