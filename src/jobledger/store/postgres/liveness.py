@@ -168,8 +168,9 @@ def sample_free(conn: PgConnection, owner_id: str, key: int) -> int | None:
     """On a pooled connection, in a READ COMMITTED transaction: ``owner_id``'s generation when
     it registered with an advisory lock and nobody holds ``key`` now, else ``None``.
 
-    The lock is taken for the reading and given back at once: while this session holds it the
-    owner cannot take it, so the generation read is the one of every take that ended before.
+    The lock is taken for the reading, at transaction level (the transaction's end gives it
+    back, whatever happens): while this session holds it the owner cannot take it, so the
+    generation read is the one of every take that ended before.
     One observation: the store confirms it (:meth:`FreeSample.confirms`) before it calls the
     owner gone."""
     row = conn.execute(QUERIES["liveness_registration"], {"owner": owner_id}).fetchone()
@@ -181,9 +182,6 @@ def sample_free(conn: PgConnection, owner_id: str, key: int) -> int | None:
     taken = conn.execute(QUERIES["liveness_probe"], {"key": key}).fetchone()
     if taken is None or not taken["locked"]:
         return None
-    try:
-        found = conn.execute(QUERIES["liveness_generation"], {"owner": owner_id}).fetchone()
-    finally:
-        conn.execute(QUERIES["liveness_give_back"], {"key": key})
+    found = conn.execute(QUERIES["liveness_generation"], {"owner": owner_id}).fetchone()
     # No row: no take recorded for this owner id (the lock was taken by no jobledger worker).
     return 0 if found is None else int(found["generation"])

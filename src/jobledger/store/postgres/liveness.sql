@@ -17,7 +17,9 @@ SET generation = held.generation + 1, taken_at = EXCLUDED.taken_at
 RETURNING generation
 
 -- name: liveness_probe
-SELECT pg_try_advisory_lock(%(key)s) AS locked
+-- A reaper's look: the owner's key, held until the reaper's transaction ends (commit or
+-- rollback alike, so no error can leave it held); while held, the owner cannot take it back.
+SELECT pg_try_advisory_xact_lock(%(key)s) AS locked
 
 -- name: liveness_give_back
 SELECT pg_advisory_unlock(%(key)s) AS released
