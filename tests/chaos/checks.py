@@ -127,6 +127,9 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
     * a claim of a running occurrence is always a reclaim (its lease had ended): after
       ``owner_gone`` (an ``occurrence_lease_expired`` event first) or a natural expiry;
     * a killed worker wrote nothing after its death;
+    * the audit log of one occurrence never goes back in time: ``occurred_at`` does not
+      decrease from one event to the next (in the order they were written) — a lease the
+      reaper ended is not renewed or settled later by a transaction that read an earlier clock;
     * every slot of every schedule planned exactly once: one occurrence per (job, trigger key),
       consecutive slots one interval apart up to ``planned_through``, gaps only where a
       ``schedule_slots_skipped`` event covers them;
@@ -182,6 +185,16 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
         succeeded = []
         for event in trail:
             kind = event["event_type"]
+            if previous is not None and event["occurred_at"] < previous["occurred_at"]:
+                problems.append(
+                    f"{occurrence_id}: {kind} at {event['occurred_at']} after "
+                    f"{previous['event_type']} at {previous['occurred_at']}: time went back"
+                )
+            if kind == "occurrence_lease_expired" and event["data"].get("reason") == "owner_gone":
+                owner = event["owner_id"]
+                stopped_ms = harness.log.stops.get(owner)
+                if owner not in kills and (stopped_ms is None or event["occurred_at"] < stopped_ms):
+                    counts[f"reaped_live_owner:{owner}"] += 1
             if kind in CLAIMS:
                 claim_by_fence[event["fence"]] = event
                 if event["data"].get("previousStatus") == "running":
@@ -293,7 +306,7 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
             sorted(
                 (k, v)
                 for k, v in counts.items()
-                if ":" in k and not k.startswith(("rerun", "skipped"))
+                if ":" in k and not k.startswith(("rerun", "skipped", "reaped"))
             )
         ),
         "reexecutions": dict(reexecutions),
@@ -302,6 +315,11 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
         ),
         "reruns_while_holder_alive": {
             k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("rerun_while")
+        },
+        # Leases ended as "owner gone" before that owner was killed or asked to stop: a live
+        # worker was taken for dead.
+        "reaped_live_owner": {
+            k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("reaped_live")
         },
         "overlapping_executions": overlaps,
         "duplicated_side_effects": duplicated_effects,

@@ -12,6 +12,10 @@ One run (:func:`run_chaos`), seeded so it can be repeated:
    (``pg_terminate_backend``, the pool's and the liveness sessions) and the server is restarted
    mid-drain (``pg_ctl restart``, alternately ``-m immediate`` — a crash and recovery — and
    ``-m fast``).
+   *Session-cut runs* (PostgreSQL; ``session_cuts`` set) kill nobody: for each cadence in turn,
+   one live worker has all its backends terminated (``pg_terminate_backend`` from a separate
+   connection) every that many seconds — a flapping network or pooler — while the others keep
+   working and reaping. None of those workers is gone, so nothing may be reaped or run again.
 3. The survivors are stopped gracefully, and fresh workers without a planner drain what is left.
 4. :func:`verify` reads the store, the audit log and the side-effect file and lists every
    violation (see its docstring); :func:`measure` computes the figures.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import signal
 import subprocess
@@ -64,6 +69,11 @@ class ChaosConfig:
     restart_rounds: tuple[int, ...] = (3, 6)  # PostgreSQL: restart the server in these rounds
     final_workers: int = 2
     drain_timeout_s: float = 120.0
+    work_ms: tuple[int, int] = (0, 20)  # how long each ``work`` handler sleeps
+    # PostgreSQL session-cut run (see the module docstring): seconds between two cuts of the
+    # victim's backends, one phase per cadence, each ``cut_phase_s`` long; more work per phase.
+    session_cuts: tuple[float, ...] = ()
+    cut_phase_s: float = 5.0
 
     @classmethod
     def preset(cls, name: str, store: str, seed: int) -> ChaosConfig:
@@ -81,6 +91,20 @@ class ChaosConfig:
                 extra=500,
                 restart_rounds=(10, 20, 30, 40, 50),
                 drain_timeout_s=600.0,
+            )
+        if name in ("cuts", "cuts-long"):
+            long = name == "cuts-long"
+            return cls(
+                store=store,
+                seed=seed,
+                rounds=0,
+                backlog=800,
+                extra=1_500 if long else 250,
+                work_ms=(10, 100),
+                session_cuts=(0.2, 0.5, 1.0, 2.0)
+                if not long
+                else (0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0),
+                cut_phase_s=30.0 if long else 4.0,
             )
         raise ValueError(f"unknown preset {name!r}")
 
@@ -104,6 +128,9 @@ class RunLog:
     worker_failures: list[str] = field(default_factory=list)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
+    stops: dict[str, int] = field(default_factory=dict)  # owner -> epoch ms its stop was asked
+    # session-cut runs: cadence (s) -> (victim, cuts made, backends terminated)
+    session_cuts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class WorkerProcess:
@@ -167,9 +194,13 @@ class Harness:
         app.ensure_job("work", "work", max_attempts=32)
         app.ensure_job("flaky", "flaky", max_attempts=32)
         app.ensure_job("doomed", "doomed", max_attempts=2)
-        self.enqueue(app, "work", [{"ms": self.rng.randint(0, 20)} for _ in range(config.backlog)])
+        self.enqueue(app, "work", self.work(config.backlog))
         self.enqueue(app, "flaky", [{"fail_first": True} for _ in range(config.flaky)])
         self.enqueue(app, "doomed", [{"fatal": index % 2 == 0} for index in range(config.doomed)])
+
+    def work(self, n: int) -> list[dict[str, int]]:
+        low, high = self.config.work_ms
+        return [{"ms": self.rng.randint(low, high)} for _ in range(n)]
 
     def enqueue(self, app: jobledger.App, job_id: str, payloads: list[Any]) -> None:
         for start in range(0, len(payloads), 1_000):
@@ -217,8 +248,9 @@ class Harness:
             w.ready_path.exists() or w.process.poll() is not None for w in self.running.values()
         ):
             time.sleep(0.05)
-        for worker in self.running.values():
+        for owner, worker in self.running.items():
             if worker.process.poll() is None:
+                self.log.stops[owner] = jobledger.system_clock()
                 worker.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for owner, worker in self.running.items():
@@ -237,6 +269,13 @@ class Harness:
             elif worker.summary_path.exists():
                 self.log.summaries[owner] = json.loads(worker.summary_path.read_text())
         self.running.clear()
+
+    def wait_until_running(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not all(
+            w.ready_path.exists() for w in self.running.values()
+        ):
+            time.sleep(0.05)
 
     def check_alive(self) -> None:
         for owner, worker in list(self.running.items()):
@@ -276,6 +315,38 @@ class Harness:
         down = self.cluster.restart(mode, down_s=self.rng.uniform(0.2, 1.5))
         self.log.restarts.append({"mode": mode, "down_s": round(down, 3), "at_ms": began_ms})
 
+    def cut_sessions(self, app: jobledger.App) -> None:
+        """The session-cut phases (see the module docstring): no kills, only cut sessions."""
+        assert self.cluster is not None
+        import psycopg
+
+        with psycopg.connect(self.cluster.url("chaos"), autocommit=True) as admin:
+            for index, cadence in enumerate(self.config.session_cuts):
+                victim = self.running[sorted(self.running)[index % len(self.running)]]
+                cuts = terminated = 0
+                phase_end = time.monotonic() + self.config.cut_phase_s
+                while time.monotonic() < phase_end:
+                    time.sleep(cadence)
+                    self.check_alive()
+                    ports = _local_ports(victim.process.pid)
+                    rows = admin.execute(
+                        "SELECT pid, client_port FROM pg_stat_activity "
+                        "WHERE datname = 'chaos' AND application_name LIKE 'jobledger%%' "
+                        "AND pid <> pg_backend_pid()"
+                    ).fetchall()
+                    pids = [pid for pid, port in rows if port in ports]
+                    for pid in pids:
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    cuts += 1
+                    terminated += len(pids)
+                    self.log.backend_kills["session_cut"] += len(pids)
+                self.log.session_cuts[str(cadence)] = {
+                    "victim": victim.owner,
+                    "cuts": cuts,
+                    "backends_terminated": terminated,
+                }
+                self.enqueue(app, "work", self.work(self.config.extra))
+
     # -- the run ---------------------------------------------------------------------------
 
     def non_terminal(self, store: jobledger.Store) -> int:
@@ -292,6 +363,9 @@ class Harness:
                 self.spawn()
             self.log.phases["setup_s"] = time.monotonic() - began
             chaos_began = time.monotonic()
+            if config.session_cuts:
+                self.wait_until_running()
+                self.cut_sessions(app)
             for round_index in range(1, config.rounds + 1):
                 time.sleep(self.rng.uniform(config.round_min_s, config.round_max_s))
                 self.check_alive()
@@ -303,9 +377,7 @@ class Harness:
                     if round_index in config.restart_rounds:
                         self.restart_server()
                 if round_index % config.extra_every == 0:
-                    self.enqueue(
-                        app, "work", [{"ms": self.rng.randint(0, 20)} for _ in range(config.extra)]
-                    )
+                    self.enqueue(app, "work", self.work(config.extra))
             self.check_alive()
             self.log.phases["chaos_s"] = time.monotonic() - chaos_began
             stop_began = time.monotonic()
@@ -361,6 +433,7 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         "workers_started": len(log.spawned),
         "backend_terminations": dict(log.backend_kills),
         "server_restarts": log.restarts,
+        "session_cuts": log.session_cuts,
         "enqueued_by_harness": len(log.enqueued),
         **facts,
         **timing,
@@ -368,6 +441,34 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         "phases_s": {k: round(v, 1) for k, v in log.phases.items()},
         "problems": problems,
     }
+
+
+def _local_ports(pid: int) -> set[int]:
+    """The local TCP ports of process ``pid``'s sockets (its connections to the server): its
+    socket inodes from ``/proc/<pid>/fd``, their ports from ``/proc/<pid>/net/tcp{,6}``."""
+    inodes: set[str] = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        for fd in fd_dir.iterdir():
+            try:
+                link = os.readlink(fd)
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return set()
+    ports: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def default_workdir(tag: str) -> Path:

@@ -2,6 +2,7 @@
 
     python -m tests.chaos.run --store sqlite --seed 7 --short
     python -m tests.chaos.run --store both --seed 7 --long --json chaos-report.json
+    python -m tests.chaos.run --store postgres --cuts        # session cuts, 0.2-2 s cadences
 
 Prints a summary per store (kills, restarts, re-runs, the kill-to-re-run times and every
 violation found) and exits 1 if any promise was broken. ``--keep`` leaves the work directory
@@ -26,6 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--short", dest="preset", action="store_const", const="short")
     size.add_argument("--long", dest="preset", action="store_const", const="long")
+    size.add_argument(
+        "--cuts",
+        dest="preset",
+        action="store_const",
+        const="cuts",
+        help="PostgreSQL: cut a live worker's sessions at 0.2-2 s cadences (no kills)",
+    )
+    size.add_argument("--cuts-long", dest="preset", action="store_const", const="cuts-long")
     parser.add_argument("--rounds", type=int, help="override the preset's number of rounds")
     parser.add_argument("--json", type=Path, help="write the reports here")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")

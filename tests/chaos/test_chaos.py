@@ -2,6 +2,10 @@
 
 The long run is one command (``python -m tests.chaos.run --long``, or ``JOBLEDGER_CHAOS=long``
 here); ``JOBLEDGER_CHAOS_SEED`` picks another seed. Every run prints its report.
+
+The session-cut run (PostgreSQL) cuts a live worker's sessions at cadences of 0.2–2 s: the
+``cuts`` preset here (about half a minute), ``cuts-long`` (3.5 minutes of cuts) with
+``JOBLEDGER_CHAOS=long`` or ``python -m tests.chaos.run --store postgres --cuts-long``.
 """
 
 from __future__ import annotations
@@ -40,3 +44,27 @@ def test_sigkills_lose_nothing_and_settle_each_occurrence_once(store, tmp_path):
         assert len(report["server_restarts"]) == len(config.restart_rounds)
     # Recovery comes from seeing the killed worker gone, not from waiting out its lease.
     assert report["kill_to_lease_ended"]["max_s"] < config.lease_s
+
+
+@pytest.mark.timeout(900 if PRESET == "long" else 240)
+def test_session_cuts_never_reap_or_rerun_under_a_live_holder(tmp_path):
+    """Issue 17 (2): a worker whose sessions are cut again and again is alive; nobody may take
+    it for gone, so no occurrence it holds runs again."""
+    if find_pg_bin() is None:
+        pytest.skip("no PostgreSQL server binaries for a private cluster")
+    config = ChaosConfig.preset("cuts-long" if PRESET == "long" else "cuts", "postgres", SEED)
+    try:
+        report = run_chaos(config, tmp_path / "cuts")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    shown = {k: v for k, v in report.items() if k not in ("config", "worker_summaries")}
+    print(json.dumps({"store": "postgres", **shown}, indent=2))
+    assert report["problems"] == []
+    assert report["kills"] == 0
+    cuts = report["session_cuts"]
+    assert sorted(cuts, key=float) == [str(c) for c in config.session_cuts]
+    # Every phase cut its victim's sessions, many times.
+    assert all(phase["backends_terminated"] >= phase["cuts"] > 1 for phase in cuts.values())
+    assert report["reaped_live_owner"] == {}
+    assert report["reruns_while_holder_alive"] == {}
+    assert report["reexecutions_after_crash"] == 0

@@ -122,6 +122,66 @@ def test_a_live_worker_whose_session_ended_is_not_reaped(
         lock.close()
 
 
+def _terminate(reaper: jobledger.Store, lock: object) -> None:
+    pid = lock._conn.info.backend_pid  # type: ignore[attr-defined]
+    with reaper._pool._pool.connection() as admin:  # type: ignore[attr-defined]
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+@pytest.mark.postgres
+def test_a_live_worker_whose_sessions_are_cut_again_and_again_is_not_reaped(
+    postgres_database_url: str, clock: FakeClock
+):
+    """Issue 17 (2): free at both samples is not gone when the lock was taken back (and lost
+    again) in between — the generation moved. Without it, a worker cut every half second was
+    reaped while alive and its work ran twice."""
+    with (
+        jobledger.open_store(postgres_database_url, clock=clock) as worker_store,
+        jobledger.open_store(postgres_database_url, clock=clock) as reaper,
+    ):
+        lock = worker_store.hold_owner_lock("w")
+        worker_store.register_worker(
+            worker_id="w", hostname="h", pid=1, info={"liveness": lock.kind}
+        )
+        first = lock.generation  # type: ignore[attr-defined]
+        for _ in range(4):
+            _terminate(reaper, lock)
+            # Every sample sees the lock free, each CONFIRM after the last…
+            assert reaper.owner_gone("w") is False
+            clock.advance(LIVENESS_CONFIRM * 2)
+            lock.refresh()  # …but the worker took it back in between, every time.
+            assert lock.held
+        assert lock.generation == first + 4  # type: ignore[attr-defined]
+        _terminate(reaper, lock)
+        assert reaper.owner_gone("w") is False
+        # Now it stays free with the same generation: gone, after CONFIRM and not before.
+        clock.advance(timedelta(milliseconds=CONFIRM_MS - 1))
+        assert reaper.owner_gone("w") is False
+        clock.advance(timedelta(milliseconds=1))
+        assert reaper.owner_gone("w") is True
+        lock.close()
+
+
+@pytest.mark.postgres
+def test_each_take_of_the_lock_bumps_the_owner_generation(postgres_database_url, clock):
+    with jobledger.open_store(postgres_database_url, clock=clock) as store:
+        lock = store.hold_owner_lock("gen")
+        assert lock.generation == 1  # type: ignore[attr-defined]
+        lock.close()
+        clock.advance(timedelta(seconds=3))
+        again = store.hold_owner_lock("gen")
+        # A new life of the same owner id goes on from the last generation, never back to 1:
+        # a reaper's sample from the old life cannot match the new one.
+        assert again.generation == 2  # type: ignore[attr-defined]
+        with store._pool._pool.connection() as conn:  # type: ignore[attr-defined]
+            row = conn.execute(
+                "SELECT generation, taken_at FROM jobledger.jobledger_liveness "
+                "WHERE owner_id = 'gen'"
+            ).fetchone()
+        assert (row["generation"], row["taken_at"]) == (2, clock())
+        again.close()
+
+
 @pytest.mark.postgres
 def test_an_owner_registered_without_a_lock_is_never_gone(postgres_database_url, clock):
     with jobledger.open_store(postgres_database_url, clock=clock) as store:

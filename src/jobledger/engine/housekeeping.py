@@ -7,9 +7,12 @@
   in ``jobledger_workers`` (who it is, what it runs, when it was last seen);
 * **periodic tasks**, each on its own interval of the injected monotonic clock — ``reap`` (end
   the leases of workers that are certainly gone, so their work is taken over at once), ``beat``
-  (record this worker alive), ``liveness`` (PostgreSQL: check the lock's session, taking it back
-  at once if it ended) and ``prune`` (with ``retention``: remove settled history); a beat
+  (record this worker alive) and ``prune`` (with ``retention``: remove settled history); a beat
   whose ``status`` (the worker's stuck slots) changed re-registers the worker with it;
+* **the liveness lock's session** (PostgreSQL) — :meth:`Housekeeper.keep_liveness`, on a thread
+  of its own so a slow reap or beat never delays it: every ``refresh_interval`` it checks the
+  session and takes the lock back at once if it ended (others call this worker gone if it stays
+  without its lock for ``LIVENESS_CONFIRM``);
 * **the planner loop** — :meth:`jobledger.Planner.tick` whenever a slot falls due, at least every
   ``plan_interval``;
 * **clock steps** — on every pass the store's clock (:meth:`~jobledger.Store.now`: the process
@@ -144,9 +147,6 @@ class Housekeeper:
             "reap": ms_from_timedelta(options.reap_interval, "reap_interval") / 1000,
             "beat": ms_from_timedelta(options.heartbeat_interval, "heartbeat_interval") / 1000,
         }
-        lock = self._owner_lock
-        if lock is not None and lock.refresh_interval is not None:
-            seconds["liveness"] = ms_from_timedelta(lock.refresh_interval, "refresh") / 1000
         if options.retention is not None:
             seconds["prune"] = ms_from_timedelta(options.prune_interval, "prune_interval") / 1000
         self._seconds = seconds
@@ -199,7 +199,8 @@ class Housekeeper:
         direction = "forward" if step_s > 0 else "backward"
         if direction == "forward":
             effect = (
-                "leases held across it may have expired under their holders and be taken over; "
+                "leases held across it may have expired under their holders (on SQLite a live "
+                "worker keeps its own; on PostgreSQL the next claim takes them over); "
                 "delayed work, retries and schedule slots it skipped are due at once"
             )
         else:
@@ -240,10 +241,18 @@ class Housekeeper:
         else:
             self._store.touch_worker(self._owner_id)
 
-    def _liveness(self) -> None:
+    def keep_liveness(self, stop: threading.Event) -> None:
+        """The liveness thread: refresh the owner lock every ``refresh_interval`` until
+        ``stop`` (returns at once for a lock that needs none: an ``flock``)."""
         lock = self._owner_lock
-        if lock is not None:
-            lock.refresh()
+        if lock is None or lock.refresh_interval is None:
+            return
+        seconds = ms_from_timedelta(lock.refresh_interval, "refresh_interval") / 1000
+        while not stop.wait(seconds):
+            try:
+                lock.refresh()
+            except SchedulerError:
+                logger.exception("worker housekeeping (liveness) failed")
 
     def _prune(self) -> None:
         retention = self._options.retention

@@ -336,6 +336,7 @@ class Worker:
             for slot in slots:
                 slot.start()
             helpers.append(self._start(self.housekeeper.run, stop, "jobledger-housekeeping"))
+            helpers.append(self._start(self.housekeeper.keep_liveness, stop, "jobledger-liveness"))
             if options.planner:
                 helpers.append(self._start(self.housekeeper.plan, stop, "jobledger-planner"))
             self._running.set()

@@ -327,6 +327,10 @@ RETURNING kind, queue, partition_key, updated_at
 -- change: a lease the reaper ended (lease_expires_at = its instant) stays ended even for a
 -- renewal whose transaction read its clock a moment before the reaper's (PostgreSQL reads the
 -- clock when a transaction begins, and this one may have waited for the row lock).
+-- :holder_live = 1 (SQLite: the owner's lock file is held, so it is certainly alive, and claims
+-- leave its expired leases alone) also lets an expired lease be renewed that nothing ended
+-- (lease_expires_at > updated_at: not reaped, not changed since it expired) — after a forward
+-- step of the clock its holder keeps it. Settle and release take the same guard.
 UPDATE occurrences
 SET lease_expires_at = CASE
       WHEN lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms
@@ -337,7 +341,8 @@ WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+  AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+       OR (:holder_live = 1 AND lease_expires_at > updated_at))
 RETURNING *
 
 -- name: settle_occurrence
@@ -377,7 +382,8 @@ WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+  AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+       OR (:holder_live = 1 AND lease_expires_at > updated_at))
 RETURNING *
 
 -- name: release_lease
@@ -394,7 +400,8 @@ WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
-  AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+  AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+       OR (:holder_live = 1 AND lease_expires_at > updated_at))
 RETURNING *
 
 -- name: expire_lease

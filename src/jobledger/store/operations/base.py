@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
@@ -115,6 +115,29 @@ class OperationsBase(ABC):
         """Serialize claims, pauses and admissions per queue, owner or partition (lock names,
         in the order given). PostgreSQL takes transaction-scoped advisory locks; SQLite needs
         none: one writer at a time already serializes every write transaction."""
+
+    def _held_owners(self, owners: Collection[str]) -> frozenset[str]:
+        """The owners among ``owners`` whose liveness lock is held now — certainly alive. SQLite
+        answers from the lock files; elsewhere none: PostgreSQL judges every lease on the
+        database's clock, which a worker machine's clock step does not move."""
+        return frozenset()
+
+    def _without_live_leases(self, rows: Sequence[Row]) -> list[Row]:
+        """These expired-lease rows less those a live owner still holds: its lock is held and
+        nothing ended the lease (``lease_expires_at > updated_at``: not reaped, not changed
+        since it expired) — that owner may still renew or settle it. One lock check per
+        distinct owner, and none at all on PostgreSQL or when no lease expired."""
+
+        def kept_by_owner(row: Row) -> bool:
+            return row["lease_owner"] is not None and int(row["lease_expires_at"]) > int(
+                row["updated_at"]
+            )
+
+        owners = {row["lease_owner"] for row in rows if kept_by_owner(row)}
+        live = self._held_owners(owners) if owners else frozenset()
+        if not live:
+            return list(rows)
+        return [row for row in rows if not (kept_by_owner(row) and row["lease_owner"] in live)]
 
     def _probe_ready(
         self,

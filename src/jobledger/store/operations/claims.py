@@ -260,7 +260,11 @@ class ClaimOperations(OperationsBase):
         """One claim transaction's body (see the module docstring). ``limited``: at most this
         many rows from queues with any limit (a worker's free slots: no prefetch from them)."""
         lanes = self._lanes(tx, kinds=kinds, queues=queues, workspace=workspace)
-        expired = tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
+        # A live owner's expired lease is left to it (SQLite: a clock step forward; see
+        # OperationsBase._without_live_leases): neither reclaimed nor swept.
+        expired = self._without_live_leases(
+            tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
+        )
         waiting = tx.all("waiting_due", {"now": now, "limit": STAGE_BATCH})
         wakes = tx.all("due_rate_wakes", {"now": now, "limit": WAKE_BATCH})
         wanted_kinds = None if kinds is None else set(kinds)
@@ -511,7 +515,9 @@ class ClaimOperations(OperationsBase):
                 raise NotFound(f"Scheduler occurrence does not exist: {key}")
             # The lazy sweep runs first, as for every claim: a final attempt (or an
             # outcome-unknown one) whose lease expired becomes a dead letter, this one included.
-            expired = tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
+            expired = self._without_live_leases(
+                tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
+            )
             freed = self._end_expired_leases(tx, now, expired)
             if freed:
                 Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(freed)
@@ -528,6 +534,8 @@ class ClaimOperations(OperationsBase):
             if row["status"] == "running":
                 if int(row["lease_expires_at"]) > now or int(row["adjudicate"]):
                     return None
+                if not self._without_live_leases([row]):
+                    return None  # its owner lives and may still renew it
                 if room.for_reclaim() <= 0:
                     return None
             elif row["status"] in ("queued", "retry_wait"):

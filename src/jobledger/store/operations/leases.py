@@ -1,7 +1,9 @@
 """Leases held: renewals, settlement, release, expiry, and the operator's cancel and requeue.
 
 Settles and renewals are guarded ``UPDATE … RETURNING`` statements: the row decides where an
-attempt goes, so nothing is read first, and a batch of them is one pipelined transaction.
+attempt goes, so nothing is read first, and a batch of them is one pipelined transaction. On
+SQLite an owner whose lock file is held may also renew, settle or release a lease that expired
+but that nothing ended (``holder_live``; see ``OperationsBase._without_live_leases``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class LeaseOperations(OperationsBase):
     def _renew_many(
         self, tx: Tx, now: int, renewals: Sequence[tuple[str, str, int, int]]
     ) -> list[Occurrence | LeaseLost]:
+        live = self._held_owners({owner for _, owner, _, _ in renewals})
         updated = tx.rows_many(
             "renew_lease",
             [
@@ -38,6 +41,7 @@ class LeaseOperations(OperationsBase):
                     "fence": fence,
                     "lease_ms": common.checked_lease(now, lease),
                     "now": now,
+                    "holder_live": 1 if owner in live else 0,
                 }
                 for key, owner, fence, lease in renewals
             ],
@@ -91,6 +95,7 @@ class LeaseOperations(OperationsBase):
     def _settle_many(
         self, tx: Tx, now: int, requests: Sequence[Settlement]
     ) -> list[Occurrence | LeaseLost]:
+        live = self._held_owners({request.owner_id for request in requests})
         updated = tx.rows_many(
             "settle_occurrence",
             [
@@ -110,6 +115,7 @@ class LeaseOperations(OperationsBase):
                     "error_json": request.error_json,
                     "result_json": request.result_json,
                     "now": now,
+                    "holder_live": 1 if request.owner_id in live else 0,
                 }
                 for request in requests
             ],
@@ -208,7 +214,13 @@ class LeaseOperations(OperationsBase):
             now = tx.now()
             row = tx.one(
                 "release_lease",
-                {"occurrence_id": key, "owner_id": owner, "fence": token, "now": now},
+                {
+                    "occurrence_id": key,
+                    "owner_id": owner,
+                    "fence": token,
+                    "now": now,
+                    "holder_live": 1 if self._held_owners({owner}) else 0,
+                },
             )
             if row is None:
                 raise common.lease_lost(key)

@@ -24,7 +24,7 @@ WHERE authority_id = ANY(%(ids)s::bigint[])
 -- name: expired_leases
 SELECT seq, occurrence_id, job_id, status, fence, lease_owner, attempt, max_attempts, adjudicate,
        kind, queue, partition_key, priority, scheduled_for, lease_expires_at, workspace_id,
-       runnable
+       runnable, updated_at
 FROM occurrences
 -- Only running rows hold a lease (the CHECK): naming the lease alone keeps this on the leases
 -- index in expiry order (see 0004's jobledger_occurrences_leases).
@@ -153,6 +153,7 @@ LIMIT 1
 SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.attempt,
        o.max_attempts, o.available_at, o.lease_expires_at, o.gate, o.queue, o.kind,
        o.partition_key, o.priority, o.scheduled_for, o.adjudicate, o.runnable,
+       o.updated_at,
        j.enabled
 FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
 WHERE o.occurrence_id = %(occurrence_id)s

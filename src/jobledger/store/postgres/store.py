@@ -55,7 +55,13 @@ from .connection import (
     validate_schema_name,
 )
 from .listener import NotificationListener
-from .liveness import LIVENESS_CONFIRM, AdvisoryOwnerLock, liveness_key, lock_free
+from .liveness import (
+    LIVENESS_CONFIRM,
+    AdvisoryOwnerLock,
+    FreeSample,
+    liveness_key,
+    sample_free,
+)
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -216,9 +222,9 @@ class PostgresStore(LedgerStore):
         self._connect_timeout = connect_timeout
         self._clock_lock = threading.Lock()
         self._clock_base: tuple[int, float] | None = None  # (database ms, local monotonic s)
-        # owner id -> store instant its liveness lock was first seen free (owner_gone)
+        # owner id -> when its liveness lock was first seen free, and its generation then
         self._liveness_lock = threading.Lock()
-        self._free_since: dict[str, int] = {}
+        self._free_since: dict[str, FreeSample] = {}
         self._liveness_confirm_ms = ms_from_timedelta(LIVENESS_CONFIRM, "LIVENESS_CONFIRM")
         self._one_statement_enqueue = FAST_PATHS["enqueue_in_one_statement"].replace(
             "{schema}", schema
@@ -418,6 +424,7 @@ class PostgresStore(LedgerStore):
                 schema=self.schema,
                 owner_id=owner,
                 connect_timeout=self._connect_timeout,
+                clock=self._clock,
             )
         except (psycopg.Error, RuntimeError) as exc:
             raise common.liveness_lock_unavailable(exc) from None
@@ -426,21 +433,28 @@ class PostgresStore(LedgerStore):
         owner = normalize_identifier(owner_id, "ownerId")
         self._assert_open()
         key = liveness_key(self.schema, owner)
-        free, now = self._pool.transaction(
+        # A write (READ COMMITTED) transaction, though it writes nothing: the generation must be
+        # read after the lock was taken, not from a snapshot taken before it.
+        generation, now = self._pool.transaction(
             lambda conn, db_now: (
-                (lock_free(conn, owner, key), db_now if self._clock is None else self._clock()),
+                (sample_free(conn, owner, key), db_now if self._clock is None else self._clock()),
                 False,
             ),
-            read_only=True,
         )
         # Free once is not gone yet: a live worker whose session ended takes its lock back
-        # within LIVENESS_REFRESH (see liveness.py). Gone = free at two checks CONFIRM apart.
+        # within LIVENESS_REFRESH (see liveness.py). Gone = free at two samples CONFIRM apart
+        # with the same generation: nobody took the lock in between.
         with self._liveness_lock:
-            if not free:
+            if generation is None:
                 self._free_since.pop(owner, None)
                 return False
-            first = self._free_since.setdefault(owner, now)
-            if now - first < self._liveness_confirm_ms:
+            seen = FreeSample(now, generation)
+            first = self._free_since.setdefault(owner, seen)
+            if first.generation != generation:
+                # Taken back (and lost again) since the first sample: it lives. Start over.
+                self._free_since[owner] = seen
+                return False
+            if not first.confirms(seen, self._liveness_confirm_ms):
                 return False
             del self._free_since[owner]
             return True

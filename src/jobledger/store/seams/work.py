@@ -288,10 +288,12 @@ class OccurrenceOperations(Protocol):
         """True only when ``owner_id`` held its owner lock and nobody holds it now — its process
         (or database session) is certainly gone. False when unsure (it never took one).
 
-        On PostgreSQL a session can end while its process lives (a terminated backend, a server
-        restart or failover); its worker takes the lock again within ``LIVENESS_REFRESH``. So
-        the lock must be seen free at two calls ``LIVENESS_CONFIRM`` apart (store clock) before
-        the owner counts as gone: a live worker is never reaped for a restart."""
+        On PostgreSQL a session can end while its process lives (a terminated backend, a flapping
+        network, a server restart or failover); its worker takes the lock again within
+        ``LIVENESS_REFRESH``, bumping its generation. So the lock must be seen free at two calls
+        ``LIVENESS_CONFIRM`` apart (store clock) with the same generation — not taken in
+        between — before the owner counts as gone: a live worker is not reaped for a restart
+        or for sessions cut again and again."""
         ...
 
     def expire_leases_of(self, owner_id: str, *, reason: str) -> list[Occurrence]:

@@ -7,6 +7,10 @@ another process can take the lock, the owner is certainly gone and its leases ca
 at once instead of after they expire. A file that does not exist says nothing (the owner never
 took one: a script calling ``run_next``, say), and then its leases simply run out. The check is
 only meaningful on one machine: a SQLite database is not shared across machines.
+
+The same lock also says an owner is certainly *alive* (:func:`owner_held`): claims do not take
+over an expired lease whose owner still holds its lock, and that owner may still renew or settle
+it (a forward step of the clock expires every lease at once while their holders run).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["OwnerLock", "UnsafeOwnersDirectory", "owner_gone", "owners_directory"]
+__all__ = ["OwnerLock", "UnsafeOwnersDirectory", "owner_gone", "owner_held", "owners_directory"]
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -125,5 +129,36 @@ def owner_gone(database: Path, owner_id: str) -> bool:
             return True
         finally:
             os.close(fd)
+    finally:
+        os.close(directory)
+
+
+def owner_held(database: Path, owner_id: str) -> bool:
+    """True when some process holds ``owner_id``'s lock now: that owner is certainly alive.
+
+    A shared lock is tried and given back at once; it fails only while an owner holds its
+    exclusive one. No file, or anything unexpected, answers ``False`` ("not known to be
+    alive"): the owner's leases then expire as they always did. Nothing is removed.
+    """
+    try:
+        directory = _open_directory(database, create=False)
+    except OSError:
+        return False
+    try:
+        try:
+            fd = os.open(
+                _lock_name(owner_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory
+            )
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # closing gives back a shared lock taken just now
+        return False
     finally:
         os.close(directory)

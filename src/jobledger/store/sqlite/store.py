@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +36,7 @@ from .connection import (
     storage_failure,
     tighten_database_files,
 )
-from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone
+from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone, owner_held
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -277,6 +277,14 @@ class SQLiteStore(LedgerStore):
         if self._connection.is_memory:
             return False
         return owner_gone(Path(self._target), owner)
+
+    def _held_owners(self, owners: Collection[str]) -> frozenset[str]:
+        """The owners among ``owners`` whose lock file some process holds now (one ``flock``
+        try each): claims leave their expired leases alone, and they may still renew them."""
+        if self._connection.is_memory or not owners:
+            return frozenset()
+        database = Path(self._target)
+        return frozenset(owner for owner in owners if owner_held(database, owner))
 
     def verify(self) -> VerifyReport:
         """``integrity_check``, foreign keys, the schema catalog and every stored authority."""
