@@ -52,6 +52,7 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_LEASE_MS",
+    "MAX_PARENTS",
     "MAX_PARTITION_LENGTH",
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
@@ -74,6 +75,7 @@ __all__ = [
     "normalize_lease_ms",
     "normalize_lost_lease_policy",
     "normalize_max_attempts",
+    "normalize_parent_failure_policy",
     "normalize_partition",
     "normalize_positive_int",
     "normalize_priority",
@@ -118,6 +120,8 @@ MIN_PRIORITY: Final = -100
 MAX_PRIORITY: Final = 100
 LOST_LEASE_POLICIES: Final = ("retry", "adjudicate")
 PARENT_FAILURE_POLICIES: Final = ("cancel", "run")
+# The most parents one occurrence may wait for (SPEC §10).
+MAX_PARENTS: Final = 1000
 # What a failed settle records when it names no error.
 DEFAULT_EXECUTION_ERROR: Final = {"code": "execution_failed", "message": "Execution failed"}
 # The statuses retention may remove, in the order of OCCURRENCE_STATUSES.
@@ -264,6 +268,16 @@ def normalize_lost_lease_policy(value: object, field: str = "on_lost_lease") -> 
     if value not in LOST_LEASE_POLICIES:
         raise InvalidArgument(
             f"{field} must be one of {', '.join(LOST_LEASE_POLICIES)}", details={"field": field}
+        )
+    return str(value)
+
+
+def normalize_parent_failure_policy(value: object, field: str = "on_parent_failure") -> str:
+    """What a failed parent does to its child: ``"cancel"`` it or ``"run"`` it (SPEC §10)."""
+    if value not in PARENT_FAILURE_POLICIES:
+        raise InvalidArgument(
+            f"{field} must be one of {', '.join(PARENT_FAILURE_POLICIES)}",
+            details={"field": field},
         )
     return str(value)
 

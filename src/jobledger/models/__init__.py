@@ -6,6 +6,7 @@
 * :mod:`~jobledger.models.runs` — what running an occurrence produced.
 """
 
+from .flows import FlowEdge, FlowGraph, FlowNode, ParentState
 from .plans import (
     DEFAULT_DUE_LIMIT,
     MAX_DUE_LIMIT,
@@ -65,6 +66,9 @@ __all__ = [
     "DueSchedules",
     "EnqueueRequest",
     "Event",
+    "FlowEdge",
+    "FlowGraph",
+    "FlowNode",
     "Job",
     "LeaseHolder",
     "LostLeasePolicy",
@@ -75,6 +79,7 @@ __all__ = [
     "OccurrenceStatus",
     "Outcome",
     "ParentFailurePolicy",
+    "ParentState",
     "PlanOutcome",
     "PruneReport",
     "Queue",

@@ -213,7 +213,9 @@ class EnqueueRequest:
     returned as it is — an idempotency key reused for different work is a mistake.
     ``queue``/``priority`` ``None`` take the job's; ``partition`` ``None`` is none (SPEC §7);
     a reused key with another queue, priority or partition returns the first occurrence
-    unchanged."""
+    unchanged. ``after`` names the parent occurrences (ids) it runs after and
+    ``on_parent_failure`` what a failed parent does to it (SPEC §10; ``None`` is ``"cancel"``
+    when it has parents); a reused key keeps the first enqueue's parents."""
 
     job_id: str
     scheduled_for: int
@@ -225,6 +227,8 @@ class EnqueueRequest:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    after: tuple[str, ...] = ()
+    on_parent_failure: ParentFailurePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)

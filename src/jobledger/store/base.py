@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ..models import UNSET, Outcome, SchemaInfo, Unset
 from .owner_lock import NoOwnerLock, OwnerLockHandle
 from .seams.admin import AuditOperations, JobOperations, QueueOperations, ScheduleOperations
+from .seams.flows import FlowOperations
 from .seams.work import OccurrenceOperations
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Store(
     AuditOperations,
     QueueOperations,
     ScheduleOperations,
+    FlowOperations,
     Protocol,
 ):
     """A durable home for jobs, occurrences and their audit events."""

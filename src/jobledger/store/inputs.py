@@ -186,6 +186,32 @@ class EnqueueInput:
     queue: str | None = None
     priority: int | None = None
     partition: str | None = None
+    after: tuple[str, ...] = ()
+    on_parent_failure: str | None = None
+
+
+def normalize_parents(
+    after: object, on_parent_failure: object
+) -> tuple[tuple[str, ...], str | None]:
+    """SPEC §10's ``after=``: distinct parent occurrence ids in the order given (at most
+    :data:`~jobledger.contract.MAX_PARENTS`), and the child's policy (``"cancel"`` by default;
+    ``None`` when there are no parents)."""
+    if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple)):
+        raise InvalidArgument("after must be a list of occurrence ids", details={"field": "after"})
+    parents = tuple(
+        dict.fromkeys(contract.normalize_identifier(parent, "after") for parent in after)
+    )
+    if len(parents) > contract.MAX_PARENTS:
+        raise InvalidArgument(
+            f"an occurrence may wait for at most {contract.MAX_PARENTS} parents",
+            details={"field": "after", "count": len(parents), "limit": contract.MAX_PARENTS},
+        )
+    if not parents:
+        if on_parent_failure is not None:
+            contract.normalize_parent_failure_policy(on_parent_failure)
+        return (), None
+    policy = "cancel" if on_parent_failure is None else on_parent_failure
+    return parents, contract.normalize_parent_failure_policy(policy)
 
 
 def normalize_enqueue(
@@ -200,6 +226,8 @@ def normalize_enqueue(
     queue: object = None,
     priority: object = None,
     partition: object = None,
+    after: object = (),
+    on_parent_failure: object = None,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -212,6 +240,7 @@ def normalize_enqueue(
     else:
         value = contract.normalize_json(payload, "occurrence.payload")
         text = contract.encode_trusted_json(value)
+    parents, policy = normalize_parents(after, on_parent_failure)
     return EnqueueInput(
         key,
         scheduled,
@@ -224,6 +253,8 @@ def normalize_enqueue(
         queue=None if queue is None else contract.normalize_queue_name(queue),
         priority=None if priority is None else contract.normalize_priority(priority),
         partition=None if partition is None else contract.normalize_partition(partition),
+        after=parents,
+        on_parent_failure=policy,
     )
 
 
@@ -255,6 +286,8 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     queue=item.queue,
                     priority=item.priority,
                     partition=item.partition,
+                    after=item.after,
+                    on_parent_failure=item.on_parent_failure,
                 )
             )
         except InvalidArgument as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .operations import (
     AdminOperations,
     ClaimOperations,
+    FlowOperations,
     JobOperations,
     LeaseOperations,
     OccurrenceOperations,
@@ -31,5 +32,6 @@ class LedgerStore(
     AdminOperations,
     ScheduleOperations,
     QueueOperations,
+    FlowOperations,
 ):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

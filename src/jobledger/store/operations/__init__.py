@@ -8,6 +8,7 @@ two groups both need lives in the base or in ``store/common.py``, never in anoth
 from .admin import AdminOperations
 from .base import JobMeta, OperationsBase
 from .claims import ClaimOperations
+from .flows import FlowOperations
 from .jobs import JobOperations
 from .leases import LeaseOperations
 from .occurrences import OccurrenceOperations
@@ -17,6 +18,7 @@ from .schedules import ScheduleOperations
 __all__ = [
     "AdminOperations",
     "ClaimOperations",
+    "FlowOperations",
     "JobMeta",
     "JobOperations",
     "LeaseOperations",

@@ -235,3 +235,15 @@ JOIN jobs AS j
 ORDER BY e.position
 ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
+
+-- name: occurrences_by_ids
+-- What linking a child needs of it and of its parents (SPEC §10).
+SELECT * FROM occurrences
+WHERE occurrence_id = ANY(%(ids)s::text[])
+
+-- name: parents_with_blocked_children
+-- Which of these just-terminal occurrences (by seq) have a blocked child: one primary-key probe
+-- per parent, so settling work that has no children costs one cheap probe per batch.
+SELECT DISTINCT d.parent_seq FROM jobledger_dependencies AS d
+JOIN occurrences AS c ON c.seq = d.child_seq
+WHERE d.parent_seq = ANY(%(ids)s::bigint[]) AND c.status = 'blocked'

@@ -68,6 +68,9 @@ _WAKING_QUERIES = frozenset(
         "release_lease",
         "requeue_dead_letter",
         "expire_lease",
+        # A parent settled for blocked children (SPEC §10); sent even when they still wait for
+        # other parents, a wake that finds nothing.
+        "release_children",
     }
 )
 _URL_PREFIXES = ("postgresql://", "postgres://")
