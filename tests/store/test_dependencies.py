@@ -7,12 +7,10 @@ from typing import Any
 
 from jobledger import EnqueueRequest, Store, contract
 
-from .helpers import claim, enqueue, fail, make_job, raises_code, succeed
+from .helpers import claim, fail, make_job, raises_code, succeed
 
 
-def _node(
-    store: Store, clock: Any, key: str, after: tuple[str, ...] = (), **options: Any
-) -> Any:
+def _node(store: Store, clock: Any, key: str, after: tuple[str, ...] = (), **options: Any) -> Any:
     [occurrence] = store.enqueue_batch(
         [EnqueueRequest("job-a", clock(), key, after=after, **options)]
     )

@@ -22,6 +22,7 @@ default authority naming the app, a lazily opened store — and never changes th
 from __future__ import annotations
 
 from .enqueue import EnqueueMethods
+from .flows import FlowMethods
 from .jobs import JobMethods
 from .queues import QueueMethods
 from .running import RunningMethods
@@ -30,7 +31,7 @@ from .schedules import ScheduleMethods
 __all__ = ["App"]
 
 
-class App(JobMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods):
+class App(JobMethods, FlowMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods):
     """Handlers plus a store: the shortest path from "a function" to "durable background work".
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed

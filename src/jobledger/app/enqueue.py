@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import contract
 from ..durations import choose_ms, epoch_ms_from
 from ..errors import InvalidArgument
-from ..models import UNSET, EnqueueRequest, Occurrence
+from ..models import UNSET, EnqueueRequest, Occurrence, ParentFailurePolicy
 
 if TYPE_CHECKING:
     pass
@@ -75,6 +75,8 @@ class EnqueueMethods(AppBase):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
     ) -> Occurrence:
         """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
 
@@ -84,11 +86,14 @@ class EnqueueMethods(AppBase):
         ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` if its payload differs). ``payload`` defaults
         to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
         ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
-        key returns the first occurrence unchanged, whatever these say.
+        key returns the first occurrence unchanged, whatever these say. ``after`` (occurrences
+        or ids) makes it run only after those parents, ``on_parent_failure`` says what a failed
+        parent does to it (SPEC §10, ``docs/flows.md``).
         """
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
         trigger_key, once = self._trigger_key(key)
-        if once:
+        parents = _parent_ids(after)
+        if once or parents or on_parent_failure is not None:
             [occurrence] = self.store.enqueue_batch(
                 [
                     EnqueueRequest(
@@ -101,6 +106,8 @@ class EnqueueMethods(AppBase):
                         queue=queue,
                         priority=priority,
                         partition=partition,
+                        after=parents,
+                        on_parent_failure=on_parent_failure,
                     )
                 ]
             )
@@ -128,6 +135,8 @@ class EnqueueMethods(AppBase):
         queue: str | None = None,
         priority: int | None = None,
         partitions: Sequence[str | None] | None = None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
     ) -> list[Occurrence]:
         """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
 
@@ -135,6 +144,7 @@ class EnqueueMethods(AppBase):
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
         partition (or ``None``) per payload. Either every occurrence is written, or none.
+        ``after``/``on_parent_failure`` as for :meth:`enqueue`, the same parents for each.
         """
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
@@ -156,6 +166,7 @@ class EnqueueMethods(AppBase):
                 details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
             )
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        parents = _parent_ids(after)
         requests: list[EnqueueRequest] = []
         for index, payload in enumerate(items):
             trigger_key, once = self._trigger_key(None if keys is None else keys[index])
@@ -170,6 +181,19 @@ class EnqueueMethods(AppBase):
                     queue=queue,
                     priority=priority,
                     partition=None if partitions is None else partitions[index],
+                    after=parents,
+                    on_parent_failure=on_parent_failure,
                 )
             )
         return self.store.enqueue_batch(requests)
+
+
+def _parent_ids(after: Sequence[Occurrence | str] | None) -> tuple[str, ...]:
+    """The occurrence ids of ``after`` (occurrences or ids; SPEC §10)."""
+    if after is None:
+        return ()
+    if isinstance(after, (str, bytes, Occurrence)) or not isinstance(after, Iterable):
+        raise InvalidArgument(
+            "after must be a list of occurrences or occurrence ids", details={"field": "after"}
+        )
+    return tuple(parent.id if isinstance(parent, Occurrence) else parent for parent in after)
