@@ -14,7 +14,8 @@ from typing import Any
 
 from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
-from ..models import Occurrence
+from ..models import Occurrence, ParentState
+from ..planning.explain import parent_lines
 from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
 from .bulk import apply_each, resolve_targets
@@ -134,7 +135,9 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str:
+def _detail_text(
+    ctx: Context, occurrence: Occurrence, events: list[Any], parents: list[ParentState]
+) -> str:
     def pretty(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
@@ -149,6 +152,9 @@ def _detail_text(ctx: Context, occurrence: Occurrence, events: list[Any]) -> str
     ]
     if o.lease_owner is not None:
         lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")
+    if parents:
+        lines.append(f"parents:      {len(parents)} (on failure: {o.on_parent_failure})")
+        lines.extend(parent_lines(parents))
     lines.append(f"payload:      {pretty(o.payload)}")
     if o.result is not None:
         lines.append(f"result:       {pretty(o.result)}")
@@ -168,11 +174,18 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         occurrence = get_occurrence(store, args.occurrence_id)
         events = timeline(store, occurrence.id)
-    document = {
+        parents = store.parent_states(occurrence.id) if occurrence.parents else []
+    document: dict[str, Any] = {
         "occurrence": occurrence_json(occurrence),
         "events": [event_json(event) for event in events],
     }
-    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events))
+    if parents:
+        document["parents"] = [
+            {"id": p.occurrence_id, "jobId": p.job_id, "kind": p.kind, "status": p.status}
+            for p in parents
+        ]
+        document["onParentFailure"] = occurrence.on_parent_failure
+    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events, parents))
     return 0
 
 
