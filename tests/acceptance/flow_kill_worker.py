@@ -29,6 +29,7 @@ def main(target: str, owner: str, stop_file: str, effects_file: str) -> int:
     options = {"listen": False} if target.startswith("postgresql://") else {}
     with jobledger.open_store(target, **options) as store:  # type: ignore[arg-type]
         effects = os.open(effects_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        Path(f"{stop_file}.{owner}.ready").touch()  # the harness kills only working processes
         while not stop.exists():
             occurrence = store.claim_next(owner_id=owner, lease_ms=LEASE_MS)
             if occurrence is None:

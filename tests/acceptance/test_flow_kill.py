@@ -135,7 +135,10 @@ def _run(target: str, size: Size, tmp_path: Path, seed: int) -> dict[str, object
             time.sleep(0.7)  # let them open the store and get going
             for _ in range(size.kills):
                 time.sleep(rng.uniform(0.1, 0.25))
-                victim = rng.choice(sorted(running))
+                # a process still opening its store holds nothing: kill one that works
+                while not (ready := [o for o in running if Path(f"{stop}.{o}.ready").exists()]):
+                    time.sleep(0.02)
+                victim = rng.choice(sorted(ready))
                 process = running.pop(victim)
                 process.send_signal(signal.SIGKILL)
                 process.wait(10)

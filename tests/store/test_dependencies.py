@@ -49,7 +49,7 @@ def test_a_chain_runs_in_order(store, clock, authority):
     assert _status(store, b.id) == "queued"
     unblocked = store.history(occurrence_id=b.id)[0]
     assert unblocked.type == "occurrence_unblocked"
-    assert unblocked.data == {"parent": a.id}
+    assert unblocked.data == {}
     assert store.get_occurrence(b.id).available_at == clock()  # due at max(due, now)
     assert _status(store, c.id) == "blocked"
     _run(store, b.id)

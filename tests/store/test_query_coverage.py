@@ -227,6 +227,9 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
             EnqueueRequest(job_id="mail", scheduled_for=clock(), trigger_key="flow-tail"),
         ]
     )
+    [pending] = store.enqueue_batch(
+        [EnqueueRequest(job_id="mail", scheduled_for=clock() + MINUTE, trigger_key="pending")]
+    )
     [join, runs] = store.enqueue_batch(
         [
             EnqueueRequest(
@@ -236,7 +239,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
                 job_id="mail",
                 scheduled_for=clock(),
                 trigger_key="runs",
-                after=(tail.id,),
+                after=(tail.id, pending.id),
                 on_parent_failure="run",
             ),
         ]
@@ -252,7 +255,17 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
             retryable=False,
         )
     assert store.get_occurrence(join.id).status == "cancelled"  # type: ignore[union-attr]
-    assert store.get_occurrence(runs.id).status == "queued"  # type: ignore[union-attr]
+    assert store.get_occurrence(runs.id).status == "blocked"  # type: ignore[union-attr]
+    # the failed parent, requeued, succeeds: it already counted for "runs", and is not again
+    dead_tail = store.get_occurrence(tail.id)
+    assert dead_tail is not None
+    store.requeue_dead_letter(
+        occurrence_id=tail.id, expected_fence=dead_tail.fence, reason="retry", actor="ops"
+    )
+    again = store.claim_occurrence(occurrence_id=tail.id, owner_id="w7", lease_ms=MINUTE)
+    assert again is not None
+    store.settle(occurrence_id=tail.id, owner_id="w7", fence=again.fence, outcome="succeeded")
+    assert store.get_occurrence(runs.id).status == "blocked"  # type: ignore[union-attr]
     store.parent_states(join.id)
     store.flow_graph(head.id)
 

@@ -267,20 +267,6 @@ SET status = CASE WHEN :pending > 0 THEN 'blocked' ELSE status END,
 WHERE seq = :seq
 RETURNING seq
 
--- name: release_children
--- A parent is decided and counts for its blocked children: each waits for one parent fewer;
--- the last one makes it queued, due at the later of its due instant and now, through staging.
-UPDATE occurrences
-SET pending_parents = pending_parents - 1,
-    status = CASE WHEN pending_parents = 1 THEN 'queued' ELSE 'blocked' END,
-    available_at = CASE
-      WHEN pending_parents = 1 AND available_at < :now THEN :now ELSE available_at END,
-    gate = 1,
-    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
-WHERE seq IN (SELECT d.child_seq FROM jobledger_dependencies AS d WHERE d.parent_seq = :parent_seq)
-  AND status = 'blocked'
-RETURNING seq, occurrence_id, job_id, status, updated_at
-
 -- name: cancel_children
 -- A parent failed: its blocked children under "cancel" are cancelled (reason parent_failed).
 UPDATE occurrences

@@ -5,9 +5,10 @@ Edges live in ``jobledger_dependencies(parent_seq, child_seq)``; a ``blocked`` c
 counter of the parents it still waits for (``pending_parents``). Every decision is written in the
 transaction that makes the deciding parent terminal, so no worker or sweep is needed:
 
-* a parent **succeeded** — each blocked child's counter drops by one (one ``UPDATE`` through the
-  edge primary key: O(children of that parent), never a scan); at zero the child is ``queued``,
-  due at ``max(available_at, now)``, through staging (gate 1), with ``occurrence_unblocked``;
+* a parent **succeeded** — each blocked child's counter drops by one (one ``UPDATE`` for all the
+  parents a transaction settles, through the edge primary key: O(edges of those parents), never
+  a scan); at zero the child is ``queued``, due at ``max(available_at, now)``, through staging
+  (gate 1), with ``occurrence_unblocked``;
 * a parent **failed** (dead-lettered or cancelled) — blocked children whose policy is
   ``"cancel"`` are cancelled (reason ``parent_failed``, with an ``occurrence_cancelled`` event and
   an audit record), and so on down the graph; children whose policy is ``"run"`` count it as
@@ -152,7 +153,10 @@ def parents_terminal(tx: Tx, now: int, parents: Sequence[Row]) -> Decided:
     ``parents`` are occurrence rows (``seq``, ``occurrence_id``, ``status``,
     ``last_error_json``) as the transaction that settled, dead-lettered or cancelled them left
     them. One probe finds which of them have blocked children; only those are read further.
-    Outcome-unknown dead letters are skipped (their children wait for the decision).
+    Failed parents cancel their ``"cancel"`` children first (and so on down the graph); then
+    one statement counts every decided parent — including the children just cancelled — for
+    the blocked children left. Outcome-unknown dead letters are skipped (their children wait
+    for the decision).
     """
     decided = Decided()
     candidates = [row for row in parents if _decided_parent(row)]
@@ -160,50 +164,54 @@ def parents_terminal(tx: Tx, now: int, parents: Sequence[Row]) -> Decided:
         return decided
     by_seq = {int(row["seq"]): row for row in candidates}
     with_children = tx.all("parents_with_blocked_children", {"ids": tx.id_list(sorted(by_seq))})
-    # (parent, whether it may have been requeued): a child cancelled here never was.
-    work = [(by_seq[int(found["parent_seq"])], True) for found in with_children]
+    deciding = [
+        by_seq[int(found["parent_seq"])]
+        for found in with_children
+        if not (found["requeued"] and _decided_before(tx, by_seq[int(found["parent_seq"])]))
+    ]
+    counted: list[int] = []
+    work = [parent for parent in deciding if _failed(parent)]
+    counted.extend(int(parent["seq"]) for parent in deciding)
     while work:
-        parent, requeueable = work.pop()
-        if requeueable and _decided_before(tx, parent):
-            continue
-        if _failed(parent):
-            cancelled = tx.all(
-                "cancel_children",
-                {
-                    "parent_seq": int(parent["seq"]),
-                    "error_json": contract.canonical_json(
-                        {**PARENT_FAILED_ERROR, "parent": parent["occurrence_id"]}, "error"
-                    ),
-                    "now": now,
-                },
-            )
-            if cancelled:
-                _record_cancellations(tx, now, cancelled, parent["occurrence_id"], "blocked")
-                decided.cancelled.extend(row["occurrence_id"] for row in cancelled)
-                # Each cancelled child is a failed parent in turn: its own blocked children
-                # are decided next (the graph is acyclic, so this ends).
-                work.extend((row, False) for row in cancelled)
-        released = tx.all("release_children", {"parent_seq": int(parent["seq"]), "now": now})
-        unblocked = [row for row in released if row["status"] == "queued"]
-        if unblocked:
-            tx.run(
-                "insert_events",
-                tx.table(
-                    [
-                        common.event_params(
-                            job_id=row["job_id"],
-                            occurrence_id=row["occurrence_id"],
-                            event_type="occurrence_unblocked",
-                            occurred_at=int(row["updated_at"]),
-                            data_json=contract.canonical_json(
-                                {"parent": parent["occurrence_id"]}, "event.data"
-                            ),
-                        )
-                        for row in unblocked
-                    ]
+        parent = work.pop()
+        cancelled = tx.all(
+            "cancel_children",
+            {
+                "parent_seq": int(parent["seq"]),
+                "error_json": contract.canonical_json(
+                    {**PARENT_FAILED_ERROR, "parent": parent["occurrence_id"]}, "error"
                 ),
-            )
-            decided.unblocked.extend(row["occurrence_id"] for row in unblocked)
+                "now": now,
+            },
+        )
+        if cancelled:
+            _record_cancellations(tx, now, cancelled, parent["occurrence_id"], "blocked")
+            decided.cancelled.extend(row["occurrence_id"] for row in cancelled)
+            # Each cancelled child is a failed parent in turn (the graph is acyclic: this
+            # ends), and counts as decided for its own "run" children.
+            work.extend(cancelled)
+            counted.extend(int(row["seq"]) for row in cancelled)
+    if not counted:
+        return decided
+    released = tx.all("release_children", {"ids": tx.id_list(sorted(set(counted))), "now": now})
+    unblocked = [row for row in released if row["status"] == "queued"]
+    if unblocked:
+        tx.run(
+            "insert_events",
+            tx.table(
+                [
+                    common.event_params(
+                        job_id=row["job_id"],
+                        occurrence_id=row["occurrence_id"],
+                        event_type="occurrence_unblocked",
+                        occurred_at=int(row["updated_at"]),
+                        data_json="{}",
+                    )
+                    for row in unblocked
+                ]
+            ),
+        )
+        decided.unblocked.extend(row["occurrence_id"] for row in unblocked)
     return decided
 
 
