@@ -6,7 +6,12 @@ claim must skip, all due *before* the ``--cycles`` occurrences it should take, t
 
 * ``kind`` — the backlog belongs to a job of another kind; the claim asks for ``kinds={"mail"}``;
 * ``disabled`` — the backlog belongs to a disabled job of the same kind;
-* ``workspace`` — the backlog is in another workspace; the claim passes ``workspace_id``.
+* ``workspace`` — the backlog is in another workspace; the claim passes ``workspace_id``;
+* ``paused`` — the backlog is in a paused queue; the claim names no queue;
+* ``queue`` — the backlog is in another queue; the claim passes ``queues={"default"}``;
+* ``partition`` — the backlog is in one partition at its limit (``partition_concurrency=1``,
+  one occurrence of it running), all due before the wanted ones in other partitions;
+* ``priority`` — the backlog is due first but at a lower priority than the wanted ones.
 
 A claim that walked the backlog would grow ~100× from 1k to 100k; a flat one does not move.
 ``--analyze`` runs ``ANALYZE`` after filling (what autovacuum does on PostgreSQL by default):
@@ -39,7 +44,7 @@ from claim_scaling import machine
 
 BATCH = 10_000
 LEASE_MS = 60_000
-SCENARIOS = ("kind", "disabled", "workspace")
+SCENARIOS = ("kind", "disabled", "workspace", "paused", "queue", "partition", "priority")
 
 
 def authority(workspace: str | None) -> dict[str, Any]:
@@ -49,20 +54,61 @@ def authority(workspace: str | None) -> dict[str, Any]:
     return found
 
 
-def enqueue(store: Any, job_id: str, count: int, first_due: int) -> None:
+def enqueue(store: Any, job_id: str, count: int, first_due: int, **lane: Any) -> None:
+    """``count`` due occurrences of ``job_id``; ``lane``: queue, priority or partition (a
+    callable of the index gives a value per occurrence)."""
     for start in range(0, count, BATCH):
         store.enqueue_batch(
             [
                 jobledger.EnqueueRequest(
-                    job_id=job_id, scheduled_for=first_due + index, trigger_key=f"t{index}"
+                    job_id=job_id,
+                    scheduled_for=first_due + index,
+                    trigger_key=f"t{index}",
+                    **{k: v(index) if callable(v) else v for k, v in lane.items()},
                 )
                 for index in range(start, min(count, start + BATCH))
             ]
         )
 
 
+def prepare_queues(store: Any, scenario: str, size: int, cycles: int) -> dict[str, Any]:
+    """The queue scenarios (SPEC §7): what the claim must skip is paused, elsewhere, held or
+    of a lower priority."""
+    now = store.now()
+    backlog_due, wanted_due = now - 10 * (size + cycles), now - 5 * cycles
+    store.create_job(id="noise", kind="mail", authority=authority(None))
+    store.create_job(id="wanted", kind="mail", authority=authority(None))
+    if scenario in ("paused", "queue"):
+        enqueue(store, "noise", size, backlog_due, queue="bulk")
+        enqueue(store, "wanted", cycles, wanted_due)
+        if scenario == "paused":
+            store.pause_queue("bulk", reason="bench", actor="bench")
+            return {"kinds": {"mail"}}
+        return {"kinds": {"mail"}, "queues": {"default"}}
+    if scenario == "partition":
+        store.declare_queue(jobledger.Queue(name="tenants", partition_concurrency=1), actor="bench")
+        enqueue(store, "noise", size + 1, backlog_due, queue="tenants", partition="big")
+        occupant = store.claim_next(owner_id="occupant", lease_ms=86_400_000, kinds={"mail"})
+        assert occupant is not None
+        assert occupant.partition == "big", occupant
+        enqueue(
+            store,
+            "wanted",
+            cycles,
+            wanted_due,
+            queue="tenants",
+            partition=lambda index: f"small-{index}",
+        )
+        return {"kinds": {"mail"}}
+    enqueue(store, "noise", size, backlog_due, priority=-10)
+    enqueue(store, "wanted", cycles, wanted_due, priority=10)
+    return {"kinds": {"mail"}}
+
+
 def prepare(store: Any, scenario: str, size: int, cycles: int) -> dict[str, Any]:
     """Fill the store; return the claim's filter arguments."""
+    if scenario in ("paused", "queue", "partition", "priority"):
+        return prepare_queues(store, scenario, size, cycles)
     now = store.now()
     backlog_due, wanted_due = now - 10 * (size + cycles), now - 5 * cycles
     if scenario == "kind":
@@ -116,7 +162,9 @@ def measure(
             store.settle(
                 occurrence_id=claimed.id, owner_id="bench", fence=claimed.fence, outcome="succeeded"
             )
-        assert store.claim_next(owner_id="bench", lease_ms=LEASE_MS, **filters) is None
+        left = store.claim_next(owner_id="bench", lease_ms=LEASE_MS, **filters)
+        # Only the lower-priority backlog is claimable once the wanted ones ran.
+        assert left is None or (scenario == "priority" and left.job_id == "noise"), left
     return {
         "scenario": scenario,
         "backlog": size,

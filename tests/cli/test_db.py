@@ -89,7 +89,7 @@ def test_info_json_shape(cli):
     assert [m["version"] for m in info["migrations"]] == list(range(1, LATEST_VERSION + 1))
     assert set(info["migrations"][0]) == {"version", "name", "checksum", "appliedAt"}
     text = cli.ok("db", "info").out
-    assert "schema version: 3" in text and "scheduler-kernel-v1" in text
+    assert f"schema version: {LATEST_VERSION}" in text and "scheduler-kernel-v1" in text
     assert cli.json("db", "verify")["ok"] is True
 
 
@@ -150,7 +150,7 @@ def test_migrate_creates_upgrades_and_reports(tmp_path, clean_env):
     assert document["upgraded"] is True and document["created"] is False
     assert document["backup"] == str(target.with_name("old.sqlite3.v2.bak"))
     assert Path(document["backup"]).exists()
-    assert "upgrading schema v2 → v3" in result.err and "done in" in result.err
+    assert f"upgrading schema v2 → v{LATEST_VERSION}" in result.err and "done in" in result.err
     # the upgraded store works and kept its rows
     assert "job-v1" in {job["id"] for job in cli.json("job", "list")["jobs"]}
     nothing = cli.json("db", "migrate")
@@ -532,7 +532,7 @@ def test_concurrent_migrates_of_a_v1_file_each_report_what_they_did(tmp_path, cl
     """Two `db migrate` and one application open race on a v1 file. All three find v1 and take
     a backup before any can upgrade (the test holds the write lock until the three backups
     exist); one upgrades, the others find it done. Each command used to print "upgraded … from
-    v1 to v3", whoever did it, and the one that did print no backup line."""
+    v1 to v<latest>", whoever did it, and the one that did print no backup line."""
     directory = tmp_path / "db"
     directory.mkdir(mode=0o700)
     target = directory / "lifecycle.sqlite"
@@ -579,7 +579,9 @@ def test_concurrent_migrates_of_a_v1_file_each_report_what_they_did(tmp_path, cl
         assert json.loads(outputs["opener"][0])["backup"] == str(backups[0])
     with jobledger.open_store(target, migrate=False) as store:
         assert store.schema_info().schema_version == LATEST_VERSION
-        assert [m.version for m in store.schema_info().migrations] == [1, 2, 3]
+        assert [m.version for m in store.schema_info().migrations] == list(
+            range(1, LATEST_VERSION + 1)
+        )
     conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
     try:
         counts = {
@@ -645,5 +647,5 @@ def test_concurrent_migrates_of_a_v1_postgres_schema_each_report_what_they_did(
     with psycopg.connect(postgres_database_url) as admin:
         history = admin.execute("SELECT version FROM racy.migrations ORDER BY version").fetchall()
         jobs = admin.execute("SELECT job_id FROM racy.jobs").fetchall()
-    assert [row[0] for row in history] == [1, 2, 3]
+    assert [row[0] for row in history] == list(range(1, LATEST_VERSION + 1))
     assert jobs == [("j",)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobledger.cli import web
+from jobledger.store.migrations import LATEST_VERSION
 from tests.cli.conftest import AUTHORITY, Cli
 from tests.cli.docs_sync import command_helps
 from tests.sqlite.handmade import make_v2
@@ -167,7 +168,7 @@ def test_an_old_store_says_db_migrate(tmp_path, clean_env):
         Cli(str(target), clean_env)("stats"),
         "SCHEDULER_MIGRATION_REQUIRED",
         5,
-        "is at schema v2; this jobledger needs v3",
+        f"is at schema v2; this jobledger needs v{LATEST_VERSION}",
         "hint: run `jobledger db migrate`",
     )
 

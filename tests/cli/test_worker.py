@@ -16,6 +16,7 @@ import jobledger
 from jobledger.cli import build_parser
 from jobledger.cli.timefmt import iso_utc
 from jobledger.cli.worker import OPTION_FLAGS, options_from_args, same_target
+from jobledger.store.migrations import LATEST_VERSION
 from tests.cli.conftest import AUTHORITY, Cli
 from tests.sqlite.handmade import listing, make_v2
 
@@ -201,9 +202,9 @@ def test_the_worker_creates_or_upgrades_only_with_migrate(tmp_path, clean_env, a
     assert listing(old.parent) == before
     upgraded = cli(*old_argv, "--migrate")
     assert upgraded.code == 0, upgraded.err
-    assert "is at schema v3" in upgraded.err
+    assert f"is at schema v{LATEST_VERSION}" in upgraded.err
     with jobledger.open_store(old, migrate=False) as store:
-        assert store.schema_info().schema_version == 3
+        assert store.schema_info().schema_version == LATEST_VERSION
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from typing import Any
 
 from jobledger import Occurrence, SQLiteStore, Store
 from jobledger.schedules import Cron, Every, MisfirePolicy, Once, schedule_json
-from jobledger.store import rows
 from jobledger.testing import FakeClock
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
@@ -65,9 +64,12 @@ def occurrence_rows(store: Store, sql: str, params: tuple[Any, ...] = ()) -> lis
 
 def all_occurrences(store: Store, job_id: str) -> list[Occurrence]:
     """Every occurrence of a job (read from the occurrences table), oldest slot first."""
-    found = occurrence_rows(store, "SELECT * FROM occurrences WHERE job_id = ?", (job_id,))
+    found = occurrence_rows(
+        store, "SELECT occurrence_id FROM occurrences WHERE job_id = ?", (job_id,)
+    )
+    occurrences = [store.get_occurrence(row["occurrence_id"]) for row in found]
     return sorted(
-        (rows.occurrence_from_row(row) for row in found),
+        (occurrence for occurrence in occurrences if occurrence is not None),
         key=lambda o: (o.scheduled_for, o.job_revision),
     )
 

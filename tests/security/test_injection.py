@@ -433,10 +433,11 @@ def test_a_json_argument_with_a_byte_that_is_not_utf8_is_a_usage_error(target):
             assert code == 2, err
             assert "argument --payload: not valid UTF-8: the byte 0xff at byte" in err
             assert BAD_BYTE not in err
-        # An escaped lone surrogate is valid JSON text: the store refuses the value by its name.
+        # An escaped lone surrogate is valid JSON text: the store refuses the value, and the CLI
+        # names it by its option.
         code, err = _cli(target, "enqueue", "plain", "--payload", '["\\udcff"]')
         assert code == 2, err
-        assert "occurrence.payload is not valid Unicode text" in err
+        assert "--payload is not valid Unicode text" in err
         assert _stored(app.store) == before
 
 

@@ -111,7 +111,7 @@ def tamper(sql: str) -> Callable[[Path], None]:
 
 
 def _authority(**extra: Any) -> str:
-    return contract.canonical_json(contract.normalize_authority({**AUTHORITY, **extra}))
+    return contract.canonical_json(jobledger.normalize_authority({**AUTHORITY, **extra}))
 
 
 def make_v1(path: Path) -> dict[str, Any]:

@@ -184,6 +184,7 @@ PARAMS: dict[str, Any] = {
     "cap": 5,
     "ids": "[1, 2]",
     "lease_expires_at": NOW + 60_000,
+    "lease_ms": 60_000,
     "gate": 0,
 }
 # query: (the index every read of occurrences must use, what each read may be; None: only

@@ -295,6 +295,10 @@ def _typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     """Wrap a parser raising InvalidArgument into an argparse ``type`` (named for messages)."""
 
     def convert(text: str) -> Any:
+        if name != "JSON" and not text.isascii() and _SURROGATE.search(text):
+            # Not UTF-8: parse_args refuses it once parsed, naming the option and the byte
+            # (this parser's own message would quote the escaped text instead).
+            return text
         try:
             return parse(text)
         except InvalidArgument as exc:

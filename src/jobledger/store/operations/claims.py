@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -53,6 +53,9 @@ EXPIRED_BATCH: Final = 1000
 # A cross product of queues and kinds larger than this is looked up in the index instead.
 MAX_NAMED_LANES: Final = 64
 UNLIMITED: Final = 1_000_000
+# The most claim transactions one claim call runs while each only staged a full batch of held
+# rows (a partition's backlog at its limit, due before other work): 50,000 rows at most.
+MAX_STAGE_ROUNDS: Final = 50
 OUTCOME_UNKNOWN_ERROR_JSON: Final = contract.canonical_json(
     {
         "code": "SCHEDULER_OUTCOME_UNKNOWN",
@@ -80,6 +83,15 @@ class _Room:
 
     def for_reclaim(self) -> int:
         return min(self.owner, self.rate)
+
+
+@dataclass(slots=True)
+class _Staged:
+    """One claim transaction's leases; ``more``: it staged a full batch of due rows and took
+    nothing, so due rows may still wait behind them."""
+
+    claimed: list[Occurrence]
+    more: bool = False
 
 
 @dataclass(slots=True)
@@ -258,7 +270,7 @@ class ClaimOperations(OperationsBase):
         workspace: str | None,
         limit: int,
         limited: int | None = None,
-    ) -> list[Occurrence]:
+    ) -> _Staged:
         """One claim transaction's body (see the module docstring). ``limited``: at most this
         many rows from queues with any limit (a worker's free slots: no prefetch from them)."""
         lanes = self._lanes(tx, kinds=kinds, queues=queues, workspace=workspace)
@@ -306,8 +318,10 @@ class ClaimOperations(OperationsBase):
         ready = self._probe_ready(tx, now=now, lanes=probe, workspace=workspace) if probe else []
         picked = self._pick(ready, reclaimable, rooms, declared, limit=limit, limited=limited)
         if not picked:
-            return []
-        return self._lease(tx, now, picked, owner=owner, lease=lease, declared=declared)
+            # Due rows may wait behind the batch this claim staged (all held, say): the caller
+            # claims again in a new transaction rather than report nothing claimable.
+            return _Staged([], more=len(waiting) >= STAGE_BATCH)
+        return _Staged(self._lease(tx, now, picked, owner=owner, lease=lease, declared=declared))
 
     @staticmethod
     def _pick(
@@ -436,8 +450,8 @@ class ClaimOperations(OperationsBase):
         wanted_queues = inputs.normalize_queues(queues)
         workspace = inputs.normalize_optional_identifier(workspace_id, "workspaceId")
 
-        def body(tx: Tx) -> Occurrence | None:
-            claimed = self._claim(
+        def body(tx: Tx) -> _Staged:
+            return self._claim(
                 tx,
                 tx.now(),
                 owner=owner,
@@ -447,9 +461,9 @@ class ClaimOperations(OperationsBase):
                 workspace=workspace,
                 limit=1,
             )
-            return claimed[0] if claimed else None
 
-        return self._write(body)
+        claimed = self._claim_rounds(body)
+        return claimed[0] if claimed else None
 
     def claim_batch(
         self,
@@ -473,7 +487,7 @@ class ClaimOperations(OperationsBase):
             raise InvalidArgument(
                 "limited must be an integer between 0 and limit", details={"field": "limited"}
             )
-        return self._write(
+        return self._claim_rounds(
             lambda tx: self._claim(
                 tx,
                 tx.now(),
@@ -486,6 +500,16 @@ class ClaimOperations(OperationsBase):
                 limited=limited,
             )
         )
+
+    def _claim_rounds(self, body: Callable[[Tx], _Staged]) -> list[Occurrence]:
+        """Claim transactions until one leases something or staging has nothing left behind
+        it (at most :data:`MAX_STAGE_ROUNDS`): each stages at most :data:`STAGE_BATCH` due rows,
+        and in its own transaction, so its locks are taken in one order as always."""
+        for _ in range(MAX_STAGE_ROUNDS):
+            staged = self._write(body)
+            if staged.claimed or not staged.more:
+                return staged.claimed
+        return []
 
     def claim_occurrence(
         self, *, occurrence_id: str, owner_id: str, lease_ms: int
