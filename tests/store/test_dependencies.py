@@ -300,3 +300,39 @@ def test_flow_graph_walks_both_ways(store, clock, authority):
     with raises_code("SCHEDULER_NOT_FOUND"):
         store.parent_states("occ_" + "3" * 64)
     assert store.verify().ok
+
+
+def test_adjudicating_an_outcome_unknown_parent_decides_its_children(store, clock, authority):
+    """The seam the adjudication operation calls (SPEC §9): "applied" counts as a success;
+    "not applied" leaves the children for the re-run's outcome."""
+    from jobledger.store.operations import dependencies
+
+    make_job(store, authority, on_lost_lease="adjudicate")
+    parent = _node(store, clock, "p")
+    other = _node(store, clock, "o")
+    child = _node(store, clock, "c", (parent.id,))
+    run_child = _node(store, clock, "r", (other.id,), on_parent_failure="run")
+    for _ in range(2):
+        claim(store, lease_ms=1_000)
+    clock.advance(2_000)
+    store.claim_next(owner_id="w2", lease_ms=1_000)  # the sweep: two outcome-unknown dead letters
+
+    def decide(occurrence_id: str, applied: bool) -> Any:
+        def body(tx: Any) -> Any:
+            row = tx.one("get_occurrence", {"occurrence_id": occurrence_id})
+            return dependencies.adjudicated(tx, tx.now(), row, applied=applied)
+
+        return store._write(body)  # type: ignore[attr-defined]
+
+    assert decide(other.id, False).unblocked == []
+    assert _status(store, run_child.id) == "blocked"
+    assert decide(parent.id, True).unblocked == [child.id]
+    assert _status(store, child.id) == "queued"
+    # the re-run of the not-applied one (a requeue) decides its child when it settles
+    dead = store.get_occurrence(other.id)
+    assert dead is not None
+    store.requeue_dead_letter(
+        occurrence_id=other.id, expected_fence=dead.fence, reason="not applied", actor="ops"
+    )
+    _run(store, other.id)
+    assert _status(store, run_child.id) == "queued"

@@ -36,6 +36,7 @@ __all__ = [
     "OUTCOME_UNKNOWN_CODE",
     "PARENT_FAILED_ERROR",
     "Decided",
+    "adjudicated",
     "decide_children",
     "link_children",
     "parents_terminal",
@@ -225,6 +226,23 @@ def decide_children(tx: Tx, now: int, parents: Sequence[Row], signal: WorkSignal
     if decided.unblocked:
         signal.notify()
     return decided
+
+
+def adjudicated(tx: Tx, now: int, parent: Row, *, applied: bool) -> Decided:
+    """An outcome-unknown dead letter was adjudicated (SPEC §9): *applied* — its effects
+    happened — decides its blocked children as a success would; *not applied* decides nothing:
+    the re-run's own outcome will (its requeue records an outcome-unknown previous error, so that
+    outcome is not taken for one already counted). For the adjudication operation to call in its
+    transaction, with the parent's row (``seq``, ``occurrence_id``)."""
+    if not applied:
+        return Decided()
+    succeeded = {
+        "seq": parent["seq"],
+        "occurrence_id": parent["occurrence_id"],
+        "status": "succeeded",
+        "last_error_json": None,
+    }
+    return parents_terminal(tx, now, [succeeded])
 
 
 def _decided_before(tx: Tx, parent: Row) -> bool:
