@@ -336,3 +336,17 @@ def test_adjudicating_an_outcome_unknown_parent_decides_its_children(store, cloc
     )
     _run(store, other.id)
     assert _status(store, run_child.id) == "queued"
+
+
+def test_a_key_repeated_later_in_the_batch_is_still_an_earlier_parent(store, clock, authority):
+    make_job(store, authority)
+    keyed = {"once_per_trigger": True, "match_payload": True}
+    first, child, again = store.enqueue_batch(
+        [
+            EnqueueRequest("job-a", clock(), "key:k", **keyed),
+            EnqueueRequest("job-a", clock(), "child", after=(_future_id(store, clock, "key:k"),)),
+            EnqueueRequest("job-a", clock(), "key:k", **keyed),
+        ]
+    )
+    assert again.deduplicated and again.id == first.id
+    assert child.status == "blocked" and child.parents == (first.id,)

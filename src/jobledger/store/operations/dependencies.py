@@ -94,7 +94,9 @@ def link_children(
     cancelled at once; otherwise it is ``blocked`` on the parents still undecided.
     """
     decided = Decided()
-    position = {occurrence_id: index for index, occurrence_id in enumerate(batch_ids)}
+    position: dict[str, int] = {}
+    for index, occurrence_id in enumerate(batch_ids):
+        position.setdefault(occurrence_id, index)  # a key used twice: where it was written
     wanted = sorted({parent for _, parents, _ in children for parent in parents})
     wanted_rows = wanted + [child for child, _, _ in children]
     found = {
