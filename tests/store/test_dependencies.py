@@ -350,3 +350,21 @@ def test_a_key_repeated_later_in_the_batch_is_still_an_earlier_parent(store, clo
     )
     assert again.deduplicated and again.id == first.id
     assert child.status == "blocked" and child.parents == (first.id,)
+
+
+def test_a_child_cancelled_as_it_is_written_cancels_its_children_in_the_batch(
+    store, clock, authority
+):
+    make_job(store, authority)
+    dead = _node(store, clock, "dead")
+    _run(store, dead.id, ok=False)
+    b_id = _future_id(store, clock, "b")
+    b, c, d = store.enqueue_batch(
+        [
+            EnqueueRequest("job-a", clock(), "b", after=(dead.id,)),
+            EnqueueRequest("job-a", clock(), "c", after=(b_id,)),
+            EnqueueRequest("job-a", clock(), "d", after=(b_id,), on_parent_failure="run"),
+        ]
+    )
+    assert (b.status, c.status, d.status) == ("cancelled", "cancelled", "queued")
+    assert c.last_error["parent"] == b.id

@@ -126,14 +126,15 @@ def link_children(
             {"seq": int(child["seq"]), "pending": pending, "policy": policy, "now": now},
         )
         if failed is not None and policy == "cancel":
-            _cancel_new_child(tx, now, child, failed["occurrence_id"])
+            # Cancelled as it is written: a later child of the same batch sees a failed parent.
+            found[child_id] = _cancel_new_child(tx, now, child, failed["occurrence_id"])
             decided.cancelled.append(child_id)
     if edges:
         tx.many("insert_dependency", edges)
     return decided
 
 
-def _cancel_new_child(tx: Tx, now: int, child: Row, parent_id: str) -> None:
+def _cancel_new_child(tx: Tx, now: int, child: Row, parent_id: str) -> Row:
     error = {**PARENT_FAILED_ERROR, "parent": parent_id}
     row = tx.one(
         "cancel_occurrence",
@@ -145,6 +146,7 @@ def _cancel_new_child(tx: Tx, now: int, child: Row, parent_id: str) -> None:
     )
     assert row is not None  # just inserted, so live
     _record_cancellations(tx, now, [row], parent_id, "queued")
+    return row
 
 
 # -- deciding children ------------------------------------------------------------------------
