@@ -237,9 +237,14 @@ ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
 
 -- name: occurrences_by_ids
--- What linking a child needs of it and of its parents (SPEC §10).
+-- What linking a child needs of it and of its parents (SPEC §10). FOR SHARE: a parent settling
+-- concurrently either waits for this transaction (and then sees the new edge when it looks for
+-- blocked children) or has committed first (and this read sees it decided) — under READ
+-- COMMITTED neither can miss the other, so no child stays blocked on a decided parent.
 SELECT * FROM occurrences
 WHERE occurrence_id = ANY(%(ids)s::text[])
+ORDER BY seq
+FOR SHARE
 
 -- name: parents_with_blocked_children
 -- Which of these just-terminal occurrences (by seq) have a blocked child: one primary-key probe

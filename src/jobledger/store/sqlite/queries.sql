@@ -262,7 +262,8 @@ ON CONFLICT (occurrence_id) DO NOTHING
 RETURNING occurrence_id, seq, queue, priority
 
 -- name: occurrences_by_ids
--- What linking a child needs of it and of its parents (SPEC §10).
+-- What linking a child needs of it and of its parents (SPEC §10); no lock needed: one writer at
+-- a time, so no parent settles between this read and the commit.
 SELECT * FROM occurrences
 WHERE occurrence_id IN (SELECT value FROM json_each(:ids))
 
