@@ -59,7 +59,10 @@ class Flow:
         on_parent_failure: ParentFailurePolicy | None = None,
     ) -> Occurrence:
         """Add one occurrence to the flow, as :meth:`App.enqueue` would write it; ``after``
-        names parents in this flow (added before) or enqueued before it."""
+        names parents in this flow (added before) or enqueued before it. Returns the occurrence
+        as the commit will write it: its id is final; its instants (``created_at``,
+        ``updated_at``) are 0 and its status a child's ``blocked`` until then — the committed
+        values are in :attr:`occurrences` after the block."""
         if self.committed:
             raise InvalidArgument("this flow was already written; start a new app.flow()")
         scheduled_for = self._app._instant(at, at_ms, delay, delay_ms)
