@@ -17,7 +17,9 @@ from .engine.handlers import (
     Fail,
     Handler,
     JobContext,
+    OutcomeUnknown,
     Retry,
+    Snooze,
     allow_all,
 )
 from .engine.heartbeat import HeartbeatDriver, ManualHeartbeat, ThreadHeartbeat
@@ -26,12 +28,14 @@ from .engine.retry import BackoffPolicy, ExponentialBackoff, FixedBackoff
 from .engine.runtime import Runtime, RuntimeRunSummary
 from .engine.worker import Worker, WorkerSummary
 from .errors import (
+    AdjudicationConflict,
     ClaimConflict,
     Conflict,
     DataCorrupt,
     IdempotencyPayloadMismatch,
     InvalidArgument,
     JobDisabled,
+    JobFailed,
     LeaseLost,
     MigrationRequired,
     NotFound,
@@ -50,6 +54,7 @@ from .errors import (
 )
 from .models import (
     UNSET,
+    AdjudicationCase,
     AuditRecord,
     DueItem,
     EnqueueRequest,
@@ -83,6 +88,8 @@ from .version import __version__
 
 __all__ = [
     "UNSET",
+    "AdjudicationCase",
+    "AdjudicationConflict",
     "App",
     "AuditRecord",
     "AuthorizationRequest",
@@ -109,6 +116,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobDisabled",
+    "JobFailed",
     "LeaseHolder",
     "LeaseLost",
     "ManualHeartbeat",
@@ -121,6 +129,7 @@ __all__ = [
     "OccurrencePage",
     "OccurrenceStatus",
     "Once",
+    "OutcomeUnknown",
     "PlanReport",
     "Planner",
     "PruneReport",
@@ -142,6 +151,7 @@ __all__ = [
     "SchemaUnknown",
     "Settlement",
     "SkippedSlots",
+    "Snooze",
     "StorageUnavailable",
     "Store",
     "StoreClosed",

@@ -37,6 +37,7 @@ from typing import Any, Final
 from .errors import DataCorrupt, InvalidArgument
 
 __all__ = [
+    "ADJUDICATION_DECISIONS",
     "AUTHORITY_ENVELOPE_VERSION",
     "CONTRACT_VERSION",
     "DEFAULT_EXECUTION_ERROR",
@@ -57,15 +58,20 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
     "MAX_SAFE_INTEGER",
+    "MAX_SNOOZES",
+    "MAX_SNOOZE_DELAY_MS",
     "MIN_PRIORITY",
     "OCCURRENCE_STATUSES",
+    "OUTCOME_UNKNOWN_CODE",
     "PARENT_FAILURE_POLICIES",
     "PRUNABLE_STATUSES",
+    "SNOOZE_LIMIT_CODE",
     "TERMINAL_STATUSES",
     "canonical_json",
     "derive_occurrence_identity",
     "ecmascript_number",
     "encode_trusted_json",
+    "is_integral_number",
     "is_safe_int",
     "json_string",
     "normalize_epoch_ms",
@@ -83,6 +89,7 @@ __all__ = [
     "occurrence_identity",
     "parse_stored_json",
     "scalar_text",
+    "utf16_sort_key",
 ]
 
 CONTRACT_VERSION: Final = 1
@@ -122,6 +129,15 @@ LOST_LEASE_POLICIES: Final = ("retry", "adjudicate")
 PARENT_FAILURE_POLICIES: Final = ("cancel", "run")
 # The most parents one occurrence may wait for (SPEC §10).
 MAX_PARENTS: Final = 1000
+# Snoozes (SPEC §9): how often one occurrence may snooze — a handler that snoozes forever would
+# otherwise never end — and the longest single snooze. The snooze past the cap is a dead letter
+# with SNOOZE_LIMIT_CODE.
+MAX_SNOOZES: Final = 100
+MAX_SNOOZE_DELAY_MS: Final = 366 * 86_400_000
+SNOOZE_LIMIT_CODE: Final = "SCHEDULER_SNOOZE_LIMIT"
+# Outcome-unknown adjudication (SPEC §9, upstream §3.7).
+OUTCOME_UNKNOWN_CODE: Final = "SCHEDULER_OUTCOME_UNKNOWN"
+ADJUDICATION_DECISIONS: Final = ("applied", "not_applied")
 # What a failed settle records when it names no error.
 DEFAULT_EXECUTION_ERROR: Final = {"code": "execution_failed", "message": "Execution failed"}
 # The statuses retention may remove, in the order of OCCURRENCE_STATUSES.

@@ -18,7 +18,9 @@ transaction that is rolled back on error.
     │   ├── RevisionConflict            SCHEDULER_REVISION_CONFLICT
     │   ├── ClaimConflict               SCHEDULER_CLAIM_CONFLICT
     │   ├── IdempotencyPayloadMismatch  SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH
-    │   └── RequeueConflict             SCHEDULER_REQUEUE_EVIDENCE_CONFLICT / _ATTEMPT_LIMIT
+    │   ├── RequeueConflict             SCHEDULER_REQUEUE_EVIDENCE_CONFLICT / _ATTEMPT_LIMIT
+    │   └── AdjudicationConflict        SCHEDULER_ADJUDICATION_* (evidence, already, eligible)
+    ├── JobFailed                       SCHEDULER_JOB_FAILED (result(): dead letter, cancelled)
     ├── JobDisabled                     SCHEDULER_JOB_DISABLED
     ├── LeaseLost                       SCHEDULER_LEASE_LOST
     ├── StoreClosed                     SCHEDULER_STORE_CLOSED
@@ -38,12 +40,14 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AdjudicationConflict",
     "ClaimConflict",
     "Conflict",
     "DataCorrupt",
     "IdempotencyPayloadMismatch",
     "InvalidArgument",
     "JobDisabled",
+    "JobFailed",
     "LeaseLost",
     "MigrationRequired",
     "NotFound",
@@ -125,6 +129,34 @@ class IdempotencyPayloadMismatch(Conflict):
 
 class RequeueConflict(Conflict):
     default_code = "SCHEDULER_REQUEUE_EVIDENCE_CONFLICT"
+
+
+class AdjudicationConflict(Conflict):
+    """An adjudication refused: ``SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT`` (the evidence digest,
+    attempt or fence changed), ``_ALREADY_RECORDED``, ``_NOT_ELIGIBLE`` or ``_ATTEMPT_LIMIT``."""
+
+    default_code = "SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT"
+
+
+class JobFailed(SchedulerError):
+    """What :meth:`App.result` raises for an occurrence that ended without a result (a dead
+    letter or a cancellation): ``occurrence`` is its snapshot, ``error`` its last error record
+    (its ``code`` says why, e.g. ``SCHEDULER_OUTCOME_UNKNOWN``)."""
+
+    default_code = "SCHEDULER_JOB_FAILED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        occurrence: Any = None,
+        error: Any = None,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, details=details)
+        self.occurrence = occurrence
+        self.error = error
 
 
 class JobDisabled(SchedulerError):
@@ -226,6 +258,7 @@ _BY_CODE: dict[str, type[SchedulerError]] = {
         IdempotencyPayloadMismatch,
         RequeueConflict,
         JobDisabled,
+        JobFailed,
         LeaseLost,
         StoreClosed,
         StoreNotFound,
@@ -246,6 +279,8 @@ def error_for_code(
     """Build the most specific :class:`SchedulerError` subclass for ``code``."""
     if code.startswith("SCHEDULER_RUNTIME_"):
         return RuntimeRejection(message, code=code, details=details)
+    if code.startswith("SCHEDULER_ADJUDICATION_"):
+        return AdjudicationConflict(message, code=code, details=details)
     cls = _BY_CODE.get(code)
     if cls is None:
         cls = Conflict if code.endswith("_CONFLICT") else SchedulerError

@@ -37,6 +37,9 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_workers{state}                          gauge   (collector: active|stale)
     jobledger_store_up                                gauge   (collector: 1 if the read worked)
     jobledger_build_info{version,store,schema_version} gauge  (collector, always 1)
+    jobledger_adjudication_cases_open                 gauge   (collector: outcome-unknown dead
+                                                               letters awaiting a decision,
+                                                               counted up to 500)
 
 Label cardinality is bounded: ``kind`` by the handlers in code for the observer's series, and
 for the collector's by a cap — only kinds with live work (``LIVE_STATUSES``) or dead
@@ -67,6 +70,7 @@ from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
 from .models import WORKER_STALE_AFTER, Occurrence
 from .store.base import Store
+from .store.operations.adjudication import MAX_CASES
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -147,7 +151,7 @@ class PrometheusObserver(Observer):
         self.settlements = Counter(
             "jobledger_settlements",
             "Attempts ended by this process, by resulting status "
-            "(aborted: nothing settled, e.g. the lease was lost).",
+            "(aborted: nothing settled, e.g. the lease was lost; snoozed: Snooze raised).",
             ["kind", "status"],
             registry=self.registry,
         )
@@ -232,7 +236,11 @@ class PrometheusObserver(Observer):
         if result.status in _NOT_RUN:
             return
         kind = _kind(occurrence)
-        self.settlements.labels(kind, result.status).inc()
+        status: str = result.status
+        settled = result.occurrence
+        if status == "retry_wait" and settled is not None and settled.attempt < occurrence.attempt:
+            status = "snoozed"  # the attempt was given back: waiting, not failing
+        self.settlements.labels(kind, status).inc()
         self.handler_duration.labels(kind).observe(max(0.0, duration_s))
         if result.lease_lost and not counted:
             # A loss found by the final settle (not by a renewal) reaches only this hook.
@@ -350,6 +358,11 @@ class StoreCollector(Collector):
                 "jobledger version, store type and schema version (always 1).",
                 labels=["version", "store", "schema_version"],
             ),
+            GaugeMetricFamily(
+                "jobledger_adjudication_cases_open",
+                "Occurrences whose outcome is unknown, waiting for an operator's decision "
+                f"(SPEC §9; counted up to {MAX_CASES}).",
+            ),
         ]
 
     def shown_kinds(self, counts: dict[tuple[str, str], int]) -> list[str]:
@@ -373,7 +386,7 @@ class StoreCollector(Collector):
         return sorted(ranked[: self.max_kinds])
 
     def _fill(self, families: list[GaugeMetricFamily]) -> None:
-        occurrences, oldest, kinds_family, leases, workers, _up, build = families
+        occurrences, oldest, kinds_family, leases, workers, _up, build, cases = families
         store = self.store
         now = store.now()
         counts: dict[tuple[str, str], int] = {}
@@ -419,6 +432,7 @@ class StoreCollector(Collector):
         workers.add_metric(["stale"], stale)
         schema = store.schema_info()
         build.add_metric([__version__, _store_type(store), str(schema.schema_version)], 1)
+        cases.add_metric([], len(store.adjudication_cases(limit=MAX_CASES)))
 
 
 def _store_type(store: Store) -> str:

@@ -185,6 +185,7 @@ def check_store_numbers(scraped) -> None:
     assert value(scraped, "jobledger_store_up") == 1
     [build] = [labels for name, labels in scraped if name == "jobledger_build_info"]
     assert dict(build)["schema_version"].isdigit()
+    assert value(scraped, "jobledger_adjudication_cases_open") == 0
 
 
 def test_metrics_after_a_known_workload_over_http_and_the_web_app(target):

@@ -303,10 +303,8 @@ def test_flow_graph_walks_both_ways(store, clock, authority):
 
 
 def test_adjudicating_an_outcome_unknown_parent_decides_its_children(store, clock, authority):
-    """The seam the adjudication operation calls (SPEC §9): "applied" counts as a success;
-    "not applied" leaves the children for the re-run's outcome."""
-    from jobledger.store.operations import dependencies
-
+    """SPEC §9 with §10: "applied" counts as a success for the children; "not applied" leaves
+    them for the re-run's outcome."""
     make_job(store, authority, on_lost_lease="adjudicate")
     parent = _node(store, clock, "p")
     other = _node(store, clock, "o")
@@ -316,25 +314,26 @@ def test_adjudicating_an_outcome_unknown_parent_decides_its_children(store, cloc
         claim(store, lease_ms=1_000)
     clock.advance(2_000)
     store.claim_next(owner_id="w2", lease_ms=1_000)  # the sweep: two outcome-unknown dead letters
-
-    def decide(occurrence_id: str, applied: bool) -> Any:
-        def body(tx: Any) -> Any:
-            row = tx.one("get_occurrence", {"occurrence_id": occurrence_id})
-            return dependencies.adjudicated(tx, tx.now(), row, applied=applied)
-
-        return store._write(body)  # type: ignore[attr-defined]
-
-    assert decide(other.id, False).unblocked == []
-    assert _status(store, run_child.id) == "blocked"
-    assert decide(parent.id, True).unblocked == [child.id]
-    assert _status(store, child.id) == "queued"
-    # the re-run of the not-applied one (a requeue) decides its child when it settles
-    dead = store.get_occurrence(other.id)
-    assert dead is not None
-    store.requeue_dead_letter(
-        occurrence_id=other.id, expected_fence=dead.fence, reason="not applied", actor="ops"
+    assert _status(store, child.id) == "blocked" and _status(store, run_child.id) == "blocked"
+    cases = {case.occurrence_id: case for case in store.adjudication_cases()}
+    store.adjudicate(
+        occurrence_id=other.id,
+        decision="not_applied",
+        evidence_digest=cases[other.id].evidence_digest,
+        reason="no charge found",
+        actor="ops",
     )
-    _run(store, other.id)
+    assert _status(store, run_child.id) == "blocked"
+    store.adjudicate(
+        occurrence_id=parent.id,
+        decision="applied",
+        evidence_digest=cases[parent.id].evidence_digest,
+        reason="charge found",
+        actor="ops",
+    )
+    assert _status(store, parent.id) == "succeeded"
+    assert _status(store, child.id) == "queued"
+    _run(store, other.id)  # the re-run succeeds: it decides its child
     assert _status(store, run_child.id) == "queued"
 
 

@@ -268,6 +268,32 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     assert store.get_occurrence(runs.id).status == "blocked"  # type: ignore[union-attr]
     store.parent_states(join.id)
     store.flow_graph(head.id)
+    # results and outcome-unknown adjudication (SPEC §9)
+    store.read_result(two.id)
+    store.create_job(id="pay", kind="pay", authority=_authority(), on_lost_lease="adjudicate")
+    for index in range(2):
+        store.enqueue_occurrence(job_id="pay", scheduled_for=clock(), trigger_key=f"p-{index}")
+        paid = store.claim_next(owner_id="w7", lease_ms=MINUTE, kinds=["pay"])
+        assert paid is not None
+        unknown = {"code": "SCHEDULER_OUTCOME_UNKNOWN", "message": "?"}
+        store.settle(
+            occurrence_id=paid.id,
+            owner_id="w7",
+            fence=paid.fence,
+            outcome="failed",
+            error=unknown,
+            retryable=False,
+        )
+    for case, decision in zip(store.adjudication_cases(), ("applied", "not_applied"), strict=True):
+        assert store.get_adjudication_case(case.occurrence_id) == case
+        assert case.evidence_digest is not None
+        store.adjudicate(
+            occurrence_id=case.occurrence_id,
+            decision=decision,
+            evidence_digest=case.evidence_digest,
+            reason="checked",
+            actor="ops",
+        )
 
     # workers
     store.register_worker(worker_id="w1", hostname="host", pid=1, info={"kinds": ["mail"]})

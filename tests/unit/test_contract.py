@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from jobledger.authority import normalize_authority
 from jobledger.contract import (
     AUTHORITY_ENVELOPE_VERSION,
     CONTRACT_VERSION,
@@ -36,7 +37,6 @@ from jobledger.contract import (
     ecmascript_number,
     encode_trusted_json,
     is_safe_int,
-    normalize_authority,
     normalize_epoch_ms,
     normalize_history_limit,
     normalize_identifier,

@@ -9,12 +9,14 @@ import pytest
 import jobledger
 from jobledger import errors
 from jobledger.errors import (
+    AdjudicationConflict,
     ClaimConflict,
     Conflict,
     DataCorrupt,
     IdempotencyPayloadMismatch,
     InvalidArgument,
     JobDisabled,
+    JobFailed,
     LeaseLost,
     MigrationRequired,
     NotFound,
@@ -42,6 +44,8 @@ TREE = [
     (ClaimConflict, "SCHEDULER_CLAIM_CONFLICT", Conflict),
     (IdempotencyPayloadMismatch, "SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH", Conflict),
     (RequeueConflict, "SCHEDULER_REQUEUE_EVIDENCE_CONFLICT", Conflict),
+    (AdjudicationConflict, "SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT", Conflict),
+    (JobFailed, "SCHEDULER_JOB_FAILED", SchedulerError),
     (JobDisabled, "SCHEDULER_JOB_DISABLED", SchedulerError),
     (LeaseLost, "SCHEDULER_LEASE_LOST", SchedulerError),
     (StoreClosed, "SCHEDULER_STORE_CLOSED", SchedulerError),

@@ -25,13 +25,22 @@ from .enqueue import EnqueueMethods
 from .flows import FlowMethods
 from .jobs import JobMethods
 from .queues import QueueMethods
+from .results import ResultMethods
 from .running import RunningMethods
 from .schedules import ScheduleMethods
 
 __all__ = ["App"]
 
 
-class App(JobMethods, FlowMethods, EnqueueMethods, QueueMethods, ScheduleMethods, RunningMethods):
+class App(
+    JobMethods,
+    FlowMethods,
+    EnqueueMethods,
+    QueueMethods,
+    ScheduleMethods,
+    RunningMethods,
+    ResultMethods,
+):
     """Handlers plus a store: the shortest path from "a function" to "durable background work".
 
     ``target`` is anything :func:`jobledger.open_store` accepts (opened on first use and closed

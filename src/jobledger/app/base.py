@@ -155,4 +155,6 @@ class AppBase:
         """``given``, else the policy of this app's handler for ``kind``, else ``"retry"``."""
         if given is not None:
             return contract.normalize_lost_lease_policy(given)
+        if not isinstance(kind, str):
+            return "retry"  # not a kind: the store refuses it, with its coded error
         return self._lost_lease_policies.get(kind, "retry")

@@ -7,6 +7,7 @@ A thin shell over the public API (no SQL here), one module per command group::
     jobledger enqueue JOB                                    (enqueue.py)
     jobledger occurrence list | show;  jobledger cancel      (occurrences.py)
     jobledger dead-letter list | requeue                     (dead_letters.py)
+    jobledger adjudicate list | show | decide                (adjudicate.py)
     jobledger history [--follow];  jobledger audit           (history.py)
     jobledger explain JOB;  jobledger plan                   (explain.py)
     jobledger stats                                          (stats.py)
@@ -32,7 +33,19 @@ from typing import TextIO
 from ..errors import SchedulerError
 from ..store.paths import default_target, resolve_target
 from ..version import __version__
-from . import db, dead_letters, enqueue, explain, history, jobs, occurrences, stats, web, worker
+from . import (
+    adjudicate,
+    db,
+    dead_letters,
+    enqueue,
+    explain,
+    history,
+    jobs,
+    occurrences,
+    stats,
+    web,
+    worker,
+)
 from .context import Context, default_actor
 from .errors import (
     EXIT_INTERRUPTED,
@@ -96,6 +109,7 @@ def build_parser(*, mount_web: bool = True) -> CommandParser:
         enqueue,
         occurrences,
         dead_letters,
+        adjudicate,
         history,
         explain,
         stats,

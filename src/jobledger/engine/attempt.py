@@ -47,11 +47,19 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..clock import Clock, Monotonic
+from ..contract import MAX_SNOOZES, SNOOZE_LIMIT_CODE
 from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from ..models import Occurrence, RunResult, Settlement
 from ..store.base import Store
 from .commit import Commit
-from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext
+from .handlers import (
+    AuthorizationRequest,
+    Authorizer,
+    Decision,
+    Handler,
+    JobContext,
+    Snooze,
+)
 from .loop import EventLoopThread
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, plan_rejection, sanitize_error
@@ -393,6 +401,19 @@ class Attempt:
     def _fail(self, error: BaseException) -> Settlement | None:
         if self.state != "running":
             return None
+        if isinstance(error, Snooze):
+            return self._settle(
+                outcome="snoozed",
+                retry_at=self.settings.clock() + error.delay_ms,
+                error=sanitize_error(
+                    RuntimeRejection(
+                        f"The handler snoozed more than {MAX_SNOOZES} times",
+                        code=SNOOZE_LIMIT_CODE,
+                        details={"maxSnoozes": MAX_SNOOZES},
+                    )
+                ),
+                retryable=False,
+            )
         plan = classify_failure(
             error,
             attempt=self.claimed.attempt,

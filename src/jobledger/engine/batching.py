@@ -57,6 +57,7 @@ RETRY_MAX_S = 2.0
 _SETTLE_EVENT_TYPES = {
     "succeeded": frozenset({"occurrence_succeeded"}),
     "failed": frozenset({"occurrence_retry_scheduled", "occurrence_dead_lettered"}),
+    "snoozed": frozenset({"occurrence_snoozed", "occurrence_dead_lettered"}),
 }
 _SETTLE_EVENT_LOOKBACK = 100
 

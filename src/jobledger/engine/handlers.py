@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
-from ..contract import normalize_epoch_ms
-from ..durations import choose_ms, epoch_ms_from
+from ..contract import MAX_SNOOZE_DELAY_MS, OUTCOME_UNKNOWN_CODE, normalize_epoch_ms
+from ..durations import choose_ms, epoch_ms_from, ms_from_timedelta
 from ..errors import InvalidArgument
 from ..models import Job, Occurrence, ParentState
 
@@ -32,7 +32,9 @@ __all__ = [
     "Fail",
     "Handler",
     "JobContext",
+    "OutcomeUnknown",
     "Retry",
+    "Snooze",
     "allow_all",
 ]
 
@@ -106,6 +108,40 @@ class Fail(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.details = details
+
+
+class Snooze(Exception):
+    """Raised by a handler to wait ``delay`` and run again, the attempt given back: the next run
+    sees the same ``ctx.attempt`` and ``max_attempts`` is unchanged (SPEC §9). An occurrence
+    snoozes at most :data:`jobledger.contract.MAX_SNOOZES` times; the snooze past that cap makes
+    it a dead letter with code ``SCHEDULER_SNOOZE_LIMIT``."""
+
+    def __init__(self, delay: timedelta) -> None:
+        if not isinstance(delay, timedelta):
+            raise InvalidArgument("Snooze delay must be a timedelta")
+        delay_ms = ms_from_timedelta(delay, "delay")
+        if delay_ms > MAX_SNOOZE_DELAY_MS:
+            raise InvalidArgument("Snooze delay must be at most 366 days")
+        super().__init__(f"Snoozed for {delay}")
+        self.delay = delay
+        self.delay_ms: int = delay_ms
+
+
+class OutcomeUnknown(Exception):
+    """Raised by a handler that cannot tell whether its side effect happened (a payment call
+    that timed out, say): the occurrence becomes a dead letter with code
+    ``SCHEDULER_OUTCOME_UNKNOWN``, never retried, waiting for an operator's decision
+    (:meth:`jobledger.App.adjudicate`)."""
+
+    retryable = False
+    code = OUTCOME_UNKNOWN_CODE
+
+    def __init__(
+        self, message: str = "The outcome of the attempt is unknown", *, details: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
         self.details = details
 
 

@@ -6,6 +6,7 @@
 * :mod:`~jobledger.models.runs` — what running an occurrence produced.
 """
 
+from .adjudication import Adjudication, AdjudicationCase, AdjudicationDecision
 from .flows import FlowEdge, FlowGraph, FlowNode, ParentState
 from .plans import (
     DEFAULT_DUE_LIMIT,
@@ -61,6 +62,9 @@ __all__ = [
     "SKIP_REASONS",
     "UNSET",
     "WORKER_STALE_AFTER",
+    "Adjudication",
+    "AdjudicationCase",
+    "AdjudicationDecision",
     "AuditRecord",
     "DueItem",
     "DueSchedules",

@@ -247,7 +247,9 @@ class Settlement:
     """One settle in a :meth:`~jobledger.Store.settle_batch`: the same fields as ``settle``.
 
     ``outcome`` is ``"succeeded"`` (stores ``result``) or ``"failed"`` (stores ``error``; see
-    ``retryable`` and ``retry_at``). A settlement made with :meth:`checked` was validated, and
+    ``retryable`` and ``retry_at``) — or ``"snoozed"`` (a runtime's, SPEC §9): the attempt is
+    given back and the occurrence waits until ``retry_at``; past the snooze cap it becomes a
+    dead letter with ``error``. A settlement made with :meth:`checked` was validated, and
     its result or error encoded as JSON, when it was made; a store takes it as it is. One made
     with the plain constructor is validated by the store, as ``settle`` does.
     """
@@ -255,7 +257,7 @@ class Settlement:
     occurrence_id: str
     owner_id: str
     fence: int
-    outcome: Literal["succeeded", "failed"]
+    outcome: Literal["succeeded", "failed", "snoozed"]
     result: Any = None
     error: Any = None
     retryable: bool = True
@@ -272,7 +274,7 @@ class Settlement:
         occurrence_id: str,
         owner_id: str,
         fence: int,
-        outcome: Literal["succeeded", "failed"],
+        outcome: Literal["succeeded", "failed", "snoozed"],
         result: Any = None,
         error: Any = None,
         retryable: bool = True,
@@ -284,18 +286,20 @@ class Settlement:
         key = normalize_identifier(occurrence_id, "occurrenceId")
         owner = normalize_identifier(owner_id, "ownerId")
         token = normalize_positive_int(fence, "fence")
-        if outcome not in ("succeeded", "failed"):
+        if outcome not in ("succeeded", "failed", "snoozed"):
             raise InvalidArgument("outcome must be succeeded or failed")
+        if outcome == "snoozed" and retry_at is None:
+            raise InvalidArgument("a snoozed settlement needs retry_at")
         if type(retryable) is not bool:
             raise InvalidArgument("retryable must be a boolean")
         result_json = canonical_json(result, "result") if outcome == "succeeded" else None
         error_json = (
             canonical_json(DEFAULT_EXECUTION_ERROR if error is None else error, "error")
-            if outcome == "failed"
+            if outcome != "succeeded"
             else None
         )
         retry = None
-        if outcome == "failed" and retry_at is not None:
+        if outcome != "succeeded" and retry_at is not None:
             retry = normalize_epoch_ms(retry_at, "retryAt")
         settlement = cls(key, owner, token, outcome, result, error, retryable, retry)
         object.__setattr__(settlement, "result_json", result_json)

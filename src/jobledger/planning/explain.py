@@ -24,6 +24,7 @@ from ..schedules.policy import MisfirePolicy
 from ..schedules.triggers import Cron, Once, Trigger, parse_schedule, schedule_json, trigger_key
 from ..schedules.zones import load_zone
 from ..store.base import Store
+from ..store.operations.adjudication import MAX_CASES
 from .planner import COUNT_CAP
 
 __all__ = ["MAX_EXPLAIN_COUNT", "Explanation", "explain", "parent_lines"]
@@ -84,7 +85,9 @@ class Explanation:
     parents it waits for with their states (SPEC §10). ``recent_skips``: skipped runs, newest
     first.
     ``remarks``: plain sentences about anything unusual (disabled, slots waiting for a planner,
-    an unreadable trigger).
+    an unreadable trigger, occurrences whose outcome is unknown). ``on_lost_lease``: the job's
+    policy for an attempt whose worker is lost (SPEC §9); ``open_cases``: its occurrences
+    waiting for an adjudication decision.
     """
 
     job_id: str
@@ -105,6 +108,8 @@ class Explanation:
     parents: list[ParentState] = field(default_factory=list)
     recent_skips: list[SkippedSlots] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
+    on_lost_lease: str = "retry"
+    open_cases: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str | None:
@@ -169,6 +174,8 @@ class Explanation:
                 for skip in self.recent_skips
             ],
             "remarks": list(self.remarks),
+            "onLostLease": self.on_lost_lease,
+            "openAdjudicationCases": list(self.open_cases),
         }
 
     def render(
@@ -235,6 +242,13 @@ class Explanation:
                 lines.append(
                     f"  {span}: {count} slot(s) skipped ({skip.reason}, rev {skip.revision})"
                 )
+        if self.on_lost_lease == "adjudicate":
+            lines.append(
+                "lost lease: adjudicate (an attempt whose worker is lost waits for a decision)"
+            )
+        if self.open_cases:
+            lines.append(f"outcome unknown, waiting for a decision: {len(self.open_cases)}")
+            lines.extend(f"  jobledger adjudicate show {case}" for case in self.open_cases[:5])
         lines.extend(f"remark: {remark}" for remark in self.remarks)
         return "\n".join(lines)
 
@@ -318,6 +332,12 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
             if current is not None and current.status == "blocked"
             else []
         ),
+        "on_lost_lease": job.on_lost_lease,
+        "open_cases": [
+            case.occurrence_id
+            for case in store.adjudication_cases(limit=MAX_CASES)
+            if case.job_id == key
+        ],
     }
     if not is_schedule_json(job.trigger):
         return Explanation(

@@ -29,6 +29,7 @@ from ..models import UNSET, Outcome, SchemaInfo, Unset
 from .owner_lock import NoOwnerLock, OwnerLockHandle
 from .seams.admin import AuditOperations, JobOperations, QueueOperations, ScheduleOperations
 from .seams.flows import FlowOperations
+from .seams.outcomes import OutcomeOperations
 from .seams.work import OccurrenceOperations
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Store(
     QueueOperations,
     ScheduleOperations,
     FlowOperations,
+    OutcomeOperations,
     Protocol,
 ):
     """A durable home for jobs, occurrences and their audit events."""

@@ -116,9 +116,19 @@ _SETTLE_EVENTS = {
 }
 
 
-def settle_event(row: Mapping[str, Any]) -> tuple[str, str]:
-    """The event type and canonical data for a settled row (as ``settle_occurrence`` left it)."""
+def settle_event(row: Mapping[str, Any], *, snoozed: bool = False) -> tuple[str, str]:
+    """The event type and canonical data for a settled row (as ``settle_occurrence`` left it);
+    a snooze under the cap is ``occurrence_snoozed`` ``{delay, until, snoozes}`` (SPEC §9)."""
     status = row["status"]
+    if snoozed and status == "retry_wait":
+        until = int(row["available_at"])
+        return "occurrence_snoozed", contract.encode_trusted_json(
+            {
+                "delay": max(0, until - int(row["updated_at"])),
+                "until": until,
+                "snoozes": int(row["snoozes"]),
+            }
+        )
     data: dict[str, Any] = {"attempt": int(row["attempt"]), "maxAttempts": int(row["max_attempts"])}
     if status == "retry_wait":
         data["retryAt"] = int(row["available_at"])

@@ -10,6 +10,7 @@ database is verified, and where "now" comes from (the injected clock, or the dat
 from __future__ import annotations
 
 from .operations import (
+    AdjudicationOperations,
     AdminOperations,
     ClaimOperations,
     FlowOperations,
@@ -17,6 +18,7 @@ from .operations import (
     LeaseOperations,
     OccurrenceOperations,
     QueueOperations,
+    ResultOperations,
     ScheduleOperations,
 )
 from .tx import Row, Tx, WorkSignal, validate_clock_reading
@@ -33,5 +35,7 @@ class LedgerStore(
     ScheduleOperations,
     QueueOperations,
     FlowOperations,
+    ResultOperations,
+    AdjudicationOperations,
 ):
     """Shared implementation of the :class:`Store` protocol; subclasses bind an engine."""

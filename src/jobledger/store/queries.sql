@@ -394,26 +394,35 @@ RETURNING *
 -- name: settle_occurrence
 -- Where the attempt goes is decided here, from the row itself, so a settle needs no read first:
 -- succeeded; retry_wait when the failure is retryable and attempts remain (waiting for staging:
--- gate 1); else dead_letter. Lease and instants as in renew_lease.
+-- gate 1), or when a snooze (SPEC §9) is under the cap — the attempt given back, the previous
+-- error kept; else dead_letter. Lease and instants as in renew_lease.
 UPDATE occurrences
 SET status = CASE
       WHEN :succeeded = 1 THEN 'succeeded'
+      WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN 'retry_wait'
       WHEN :retryable = 1 AND attempt < max_attempts THEN 'retry_wait'
       ELSE 'dead_letter' END,
     available_at = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts)
       THEN (CASE WHEN :retry_available_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) THEN :retry_available_at ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END)
       ELSE available_at END,
     gate = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN 1
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts) THEN 1
       ELSE gate END,
+    attempt = CASE WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN attempt - 1 ELSE attempt END,
+    snoozes = CASE WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN snoozes + 1 ELSE snoozes END,
     lease_owner = NULL,
     lease_expires_at = NULL,
-    last_error_json = :error_json,
+    last_error_json = CASE
+      WHEN :snoozed = 1 AND snoozes < :max_snoozes THEN last_error_json
+      ELSE :error_json END,
     result_json = :result_json,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = CASE
-      WHEN :succeeded = 0 AND :retryable = 1 AND attempt < max_attempts THEN NULL
+      WHEN (:snoozed = 1 AND snoozes < :max_snoozes)
+        OR (:succeeded = 0 AND :retryable = 1 AND attempt < max_attempts) THEN NULL
       ELSE CASE WHEN updated_at > :now THEN updated_at ELSE :now END END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
@@ -757,3 +766,62 @@ WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
   AND available_at <= :now
 ORDER BY available_at
 LIMIT :limit
+
+-- ===========================================================================================
+-- results and adjudication (SPEC §9)
+
+-- name: mark_result_read
+-- The first read of a succeeded occurrence's result (retention keeps unread results).
+UPDATE occurrences SET result_read_at = :now
+WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at IS NULL
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, newest first along the status index; the
+-- error code is checked exactly by the caller (LIKE only narrows: '_' matches any character).
+SELECT * FROM occurrences o
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE :code_pattern
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.created_at DESC, o.seq DESC
+LIMIT :limit
+
+-- name: get_adjudication
+SELECT * FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id
+
+-- name: insert_adjudication
+INSERT INTO jobledger_adjudications
+  (occurrence_id, job_id, request_id, decision, evidence_digest, expected_attempt,
+   expected_fence, reason, actor, status, created_at, applied_at)
+VALUES
+  (:occurrence_id, :job_id, :request_id, :decision, :evidence_digest, :expected_attempt,
+   :expected_fence, :reason, :actor, :status, :now, :applied_at)
+
+-- name: adjudicate_applied
+-- The side effect happened: succeeded now, without running the handler again.
+UPDATE occurrences
+SET status = 'succeeded',
+    result_json = :result_json,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+WHERE occurrence_id = :occurrence_id
+  AND status = 'dead_letter'
+  AND attempt = :attempt
+  AND fence = :fence
+RETURNING *
+
+-- name: adjudicate_not_applied
+-- The side effect did not happen: exactly one more attempt, through staging (gate 1).
+UPDATE occurrences
+SET status = 'retry_wait',
+    available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    gate = 1,
+    max_attempts = attempt + 1,
+    result_json = NULL,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = NULL
+WHERE occurrence_id = :occurrence_id
+  AND status = 'dead_letter'
+  AND attempt = :attempt
+  AND fence = :fence
+RETURNING *

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 from ..errors import InvalidArgument, SchedulerError
 from ..store import open_store
 from ..store.base import Store
-from . import actions, pages
+from . import actions, adjudication, pages
 from .core import (
     STATIC,
     Dashboard,
@@ -105,6 +105,18 @@ def create_app(
         Route("/occurrences/{occurrence_id:path}", route(pages.occurrence), name="occurrence"),
         Route("/dead-letters", route(pages.dead_letters), name="dead_letters"),
         Route("/dead-letters/requeue", route(actions.requeue), methods=["POST"], name="requeue"),
+        Route("/adjudication", route(adjudication.cases_page), name="adjudication"),
+        Route(
+            "/adjudication/decide",
+            route(adjudication.decide),
+            methods=["POST"],
+            name="adjudicate",
+        ),
+        Route(
+            "/adjudication/{occurrence_id:path}",
+            route(adjudication.case_page),
+            name="adjudication_case",
+        ),
         Route("/login", route(actions.login_form), name="login_form"),
         Route("/login", route(actions.login), methods=["POST"], name="login"),
         Route("/logout", route(actions.logout), methods=["POST"], name="logout"),

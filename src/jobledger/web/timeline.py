@@ -30,13 +30,15 @@ _TITLES: dict[str, tuple[str, Tone]] = {
     "occurrence_lease_expired": ("Lease ended: owner gone", "warn"),
     "occurrence_requeued": ("Requeued by an operator", "operator"),
     "occurrence_cancelled": ("Cancelled by an operator", "operator"),
+    "occurrence_snoozed": ("Snoozed — the attempt given back", "muted"),
+    "occurrence_adjudication_recorded": ("Outcome adjudicated by an operator", "operator"),
     "job_created": ("Job created", "info"),
     "job_updated": ("Job updated", "operator"),
     "schedule_slots_skipped": ("Schedule slots skipped", "warn"),
 }
 # Event data keys holding epoch milliseconds.
 _INSTANT_KEYS = frozenset(
-    {"scheduledFor", "retryAt", "leaseExpiresAt", "first", "last", "availableAt", "at"}
+    {"scheduledFor", "retryAt", "leaseExpiresAt", "first", "last", "availableAt", "at", "until"}
 )
 _LABELS = {
     "actor": "by",
@@ -56,6 +58,8 @@ _LABELS = {
     "previousMaxAttempts": "max attempts were",
     "requeueId": "requeue #",
     "count": "slots",
+    "until": "until",
+    "delay": "delay (ms)",
 }
 # Shown first, in this order; the rest follow alphabetically.
 _ORDER = ("actor", "reason", "attempt", "maxAttempts", "retryAt", "leaseExpiresAt")
@@ -133,6 +137,8 @@ def _entry(event: Event) -> TimelineEntry:
     title, tone = _TITLES.get(event.type, (event.type.replace("_", " ").capitalize(), "info"))
     if event.type == "occurrence_dead_lettered" and event.data.get("reason") == "lease_expired":
         title = "Dead-lettered: the final attempt's lease expired"
+    if event.type == "occurrence_dead_lettered" and event.data.get("reason") == "outcome_unknown":
+        title = "Dead-lettered: outcome unknown (the worker was lost), waiting for a decision"
     return TimelineEntry(event, event, title, tone, _details(event))
 
 

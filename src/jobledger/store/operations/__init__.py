@@ -5,6 +5,7 @@ share), one module per concern; :class:`jobledger.store.ledger.LedgerStore` comb
 two groups both need lives in the base or in ``store/common.py``, never in another group.
 """
 
+from .adjudication import AdjudicationOperations
 from .admin import AdminOperations
 from .base import JobMeta, OperationsBase
 from .claims import ClaimOperations
@@ -13,9 +14,11 @@ from .jobs import JobOperations
 from .leases import LeaseOperations
 from .occurrences import OccurrenceOperations
 from .queues import QueueOperations
+from .results import ResultOperations
 from .schedules import ScheduleOperations
 
 __all__ = [
+    "AdjudicationOperations",
     "AdminOperations",
     "ClaimOperations",
     "FlowOperations",
@@ -25,5 +28,6 @@ __all__ = [
     "OccurrenceOperations",
     "OperationsBase",
     "QueueOperations",
+    "ResultOperations",
     "ScheduleOperations",
 ]

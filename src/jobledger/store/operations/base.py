@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
@@ -13,6 +13,7 @@ from ... import contract
 from ...errors import DataCorrupt
 from ...models import Occurrence, SchemaInfo, VerifyReport
 from .. import common, rows
+from ..settle_signal import SettleSignal
 from ..tx import Row, Tx, WorkSignal
 
 __all__ = ["JobMeta", "OperationsBase", "required"]
@@ -69,6 +70,7 @@ class OperationsBase(ABC):
 
     _target: str
     _work_signal: WorkSignal | None = None
+    _settle_signal: SettleSignal | None = None
     _job_cache: OrderedDict[str, JobMeta] | None = None
     _job_cache_lock = threading.Lock()
     # authority_id -> envelope: authority rows never change or go away, so this never goes
@@ -81,6 +83,15 @@ class OperationsBase(ABC):
         if self._work_signal is None:
             self._work_signal = WorkSignal()
         return self._work_signal
+
+    @property
+    def settle_signal(self) -> SettleSignal:
+        """Wakes result waiters when their occurrence may have become terminal (a latency hint;
+        they still poll). On PostgreSQL, settles in other processes wake them through
+        LISTEN/NOTIFY."""
+        if self._settle_signal is None:
+            self._settle_signal = SettleSignal()
+        return self._settle_signal
 
     @property
     def target(self) -> str:
@@ -143,6 +154,13 @@ class OperationsBase(ABC):
         processes on PostgreSQL are woken by the NOTIFY the transaction itself sent when one of
         its statements made work claimable; see ``_WAKING_QUERIES`` there.)"""
         self.work_signal.notify()
+
+    def _after_settle(self, ids: Iterable[str]) -> None:
+        """Called after occurrences ``ids`` may have become terminal: wakes this process's
+        waiters for them (other processes hear the NOTIFY the transaction sent, on
+        PostgreSQL)."""
+        if self._settle_signal is not None:  # nobody in this process ever waited otherwise
+            self._settle_signal.notify(ids)
 
     def __enter__(self) -> Self:
         return self

@@ -14,7 +14,8 @@ transaction that makes the deciding parent terminal, so no worker or sweep is ne
   an audit record), and so on down the graph; children whose policy is ``"run"`` count it as
   terminal, as for a success;
 * an **outcome-unknown** dead letter (SPEC §9) decides nothing: its children stay blocked until
-  the decision (:func:`parents_terminal` is then called with its resolved outcome).
+  the adjudication — *applied* settles it succeeded and decides them (the adjudication calls
+  :func:`decide_children`); *not applied* runs it again, and that run's outcome decides.
 
 A parent is decided once. A dead letter an operator requeues already decided its children (it
 cancelled them, or counted for them), so its later outcome is not counted again — unless it
@@ -23,6 +24,7 @@ was an outcome-unknown dead letter, which had decided nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -33,16 +35,15 @@ from .. import common
 from ..tx import Row, Tx, WorkSignal
 
 __all__ = [
-    "OUTCOME_UNKNOWN_CODE",
     "PARENT_FAILED_ERROR",
     "Decided",
-    "adjudicated",
     "decide_children",
     "link_children",
     "parents_terminal",
 ]
 
-OUTCOME_UNKNOWN_CODE: Final = "SCHEDULER_OUTCOME_UNKNOWN"
+# An outcome-unknown error code, as adjudication recognises it (SPEC §9).
+_OUTCOME_UNKNOWN = re.compile(r"^[A-Z0-9_]+_OUTCOME_UNKNOWN$")
 PARENT_FAILED_ERROR: Final = {
     "code": "parent_failed",
     "message": "A parent occurrence was dead-lettered or cancelled",
@@ -71,7 +72,8 @@ def _outcome_unknown(error_json: str | None) -> bool:
     if error_json is None:
         return False
     error = contract.parse_stored_json(error_json)
-    return isinstance(error, dict) and error.get("code") == OUTCOME_UNKNOWN_CODE
+    code = error.get("code") if isinstance(error, dict) else None
+    return isinstance(code, str) and _OUTCOME_UNKNOWN.match(code) is not None
 
 
 def _decided_parent(row: Row) -> bool:
@@ -230,23 +232,6 @@ def decide_children(tx: Tx, now: int, parents: Sequence[Row], signal: WorkSignal
     if decided.unblocked:
         signal.notify()
     return decided
-
-
-def adjudicated(tx: Tx, now: int, parent: Row, *, applied: bool) -> Decided:
-    """An outcome-unknown dead letter was adjudicated (SPEC §9): *applied* — its effects
-    happened — decides its blocked children as a success would; *not applied* decides nothing:
-    the re-run's own outcome will (its requeue records an outcome-unknown previous error, so that
-    outcome is not taken for one already counted). For the adjudication operation to call in its
-    transaction, with the parent's row (``seq``, ``occurrence_id``)."""
-    if not applied:
-        return Decided()
-    succeeded = {
-        "seq": parent["seq"],
-        "occurrence_id": parent["occurrence_id"],
-        "status": "succeeded",
-        "last_error_json": None,
-    }
-    return parents_terminal(tx, now, [succeeded])
 
 
 def _decided_before(tx: Tx, parent: Row) -> bool:

@@ -100,7 +100,9 @@ class LeaseOperations(OperationsBase):
                     "owner_id": request.owner_id,
                     "fence": request.fence,
                     "succeeded": 1 if request.outcome == "succeeded" else 0,
-                    "retryable": 1 if request.retryable else 0,
+                    "snoozed": 1 if request.outcome == "snoozed" else 0,
+                    "max_snoozes": contract.MAX_SNOOZES,
+                    "retryable": 1 if request.retryable and request.outcome == "failed" else 0,
                     "retry_available_at": (
                         now
                         if request.retry_at is None or request.retry_at < now
@@ -124,7 +126,7 @@ class LeaseOperations(OperationsBase):
                 results.append(common.lease_lost(request.occurrence_id))
                 continue
             at = int(row["updated_at"])
-            event_type, data_json = common.settle_event(row)
+            event_type, data_json = common.settle_event(row, snoozed=request.outcome == "snoozed")
             events.append(
                 common.event_params(
                     job_id=row["job_id"],
@@ -136,7 +138,8 @@ class LeaseOperations(OperationsBase):
                     data_json=data_json,
                 )
             )
-            common.count_settlement(tally, at, row, request.owner_id)
+            if event_type != "occurrence_snoozed":  # a snooze is neither a retry nor an end
+                common.count_settlement(tally, at, row, request.owner_id)
             if row["partition_key"] is not None:
                 freed.add((row["queue"], row["partition_key"]))
             results.append(next(settled))
@@ -184,14 +187,18 @@ class LeaseOperations(OperationsBase):
                 raise settled
             return settled
 
-        return self._write(body)
+        occurrence = self._write(body)
+        self._after_settle([occurrence.id])
+        return occurrence
 
     def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
         requests = inputs.normalize_settlements(settlements)
         if not requests:
             self._assert_open()
             return []
-        return self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
+        results = self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
+        self._after_settle(r.id for r in results if isinstance(r, Occurrence))
+        return results
 
     # -- giving leases up -------------------------------------------------------------------
 
@@ -324,7 +331,9 @@ class LeaseOperations(OperationsBase):
             )
             return cancelled
 
-        return self._write(body)
+        occurrence = self._write(body)
+        self._after_settle([occurrence.id])
+        return occurrence
 
     def requeue_dead_letter(
         self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str

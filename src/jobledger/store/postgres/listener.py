@@ -14,10 +14,12 @@ import contextlib
 import os
 import select
 import threading
+from collections.abc import Callable
 
 import psycopg
 
 from ..ledger import WorkSignal
+from ..settle_signal import SettleSignal
 
 __all__ = ["NotificationListener"]
 
@@ -28,14 +30,23 @@ KEEPALIVE_S = 10.0
 
 
 class NotificationListener:
-    """A daemon thread that ``LISTEN``s on ``channel`` and bumps ``signal`` per notification."""
+    """A daemon thread that ``LISTEN``s on ``channel`` and bumps ``signal`` per notification
+    (or hands its payload to ``on_payload``), and once after every (re)connection."""
 
     def __init__(
-        self, conninfo: str, *, channel: str, signal: WorkSignal, connect_timeout: int
+        self,
+        conninfo: str,
+        *,
+        channel: str,
+        signal: WorkSignal | SettleSignal,
+        connect_timeout: int,
+        on_payload: Callable[[str], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
         self._signal = signal
+        # Given: each notification's payload goes there instead of a plain bump of the signal.
+        self._on_payload = on_payload
         self._connect_timeout = connect_timeout
         self._stopping = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
@@ -138,5 +149,8 @@ class NotificationListener:
                 return
             if not ready:
                 conn.execute("SELECT 1")  # raises if the server went away silently
-            for _notification in conn.notifies(timeout=0.0):
-                self._signal.notify()
+            for notification in conn.notifies(timeout=0.0):
+                if self._on_payload is not None:
+                    self._on_payload(notification.payload)
+                else:
+                    self._signal.notify()

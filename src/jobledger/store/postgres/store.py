@@ -39,6 +39,7 @@ from ..operations.firings import (
     insert_params,
     new_occurrence,
 )
+from ..settle_signal import SettleSignal, encode_ids
 from ..sql import load_queries, load_store_queries
 from ..tx import table_parameter
 from . import schema as schema_module
@@ -71,6 +72,19 @@ _WAKING_QUERIES = frozenset(
         # A parent settled for blocked children (SPEC §10); sent even when they still wait for
         # other parents, a wake that finds nothing.
         "release_children",
+        "adjudicate_not_applied",
+    }
+)
+# A committed row from one of these may have made an occurrence terminal: its transaction sends
+# NOTIFY on the store's "done" channel, which wakes result waiters in every process (SPEC §9).
+_SETTLING_QUERIES = frozenset(
+    {
+        "settle_occurrence",
+        "dead_letter_expired_lease",
+        "cancel_occurrence",
+        # children cancelled because a parent failed (SPEC §10)
+        "cancel_children",
+        "adjudicate_applied",
     }
 )
 _URL_PREFIXES = ("postgresql://", "postgres://")
@@ -81,13 +95,15 @@ CLOCK_RESYNC_S = 5.0
 class _PostgresTx:
     """:class:`~jobledger.store.ledger.Tx` over one open transaction on a pooled connection."""
 
-    __slots__ = ("_clock", "_conn", "_db_now", "wakes")
+    __slots__ = ("_clock", "_conn", "_db_now", "settled", "wakes")
 
     def __init__(self, conn: PgConnection, clock: Clock | None, db_now: int) -> None:
         self._conn = conn
         self._clock = clock
         self._db_now = db_now
         self.wakes = False
+        # Occurrences a settling statement changed: named in the NOTIFY sent with the COMMIT.
+        self.settled: list[str] = []
 
     def _execute(
         self,
@@ -103,8 +119,11 @@ class _PostgresTx:
             cursor.executemany(QUERIES[query], params or [], returning=True)
         else:
             cursor = self._conn.execute(QUERIES[query], params or {})
-            if query in _WAKING_QUERIES and cursor.rowcount > 0:
-                self.wakes = True
+            if cursor.rowcount > 0:
+                if query in _WAKING_QUERIES:
+                    self.wakes = True
+                elif query in _SETTLING_QUERIES and isinstance(params, Mapping):
+                    self.settled.append(str(params["occurrence_id"]))
         return cursor
 
     def lock(self, statement: str, keys: Sequence[int]) -> None:
@@ -135,8 +154,15 @@ class _PostgresTx:
             found.append(cursor.fetchone())
             if not cursor.nextset():
                 break
-        if query in _WAKING_QUERIES and any(row is not None for row in found):
-            self.wakes = True
+        if any(row is not None for row in found):
+            if query in _WAKING_QUERIES:
+                self.wakes = True
+            elif query in _SETTLING_QUERIES:
+                self.settled += [
+                    str(item["occurrence_id"])
+                    for item, row in zip(params, found, strict=True)
+                    if row is not None
+                ]
         return found
 
     def id_list(self, values: Sequence[str] | Sequence[int]) -> object:
@@ -182,7 +208,10 @@ class PostgresStore(LedgerStore):
         self._target = target
         self.schema = schema
         self.channel = pool.channel
+        # "jobledger_done_" has the length of "jobledger_work_", so the name fits as well.
+        self.done_channel = "jobledger_done_" + pool.channel.removeprefix("jobledger_work_")
         self.listener = listener
+        self.done_listener: NotificationListener | None = None
         # What this open did to the schema (created, upgraded, or found it done by another).
         self.schema_outcome = schema_outcome
         self._conninfo = conninfo
@@ -309,7 +338,13 @@ class PostgresStore(LedgerStore):
     def _write(self, body: Callable[[Tx], T]) -> T:
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:
             tx = _PostgresTx(conn, self._clock, db_now)
-            return body(tx), tx.wakes
+            result = body(tx)
+            if tx.settled:  # delivered with the COMMIT, and only if it commits
+                conn.execute(
+                    "SELECT pg_notify(%(channel)s, %(ids)s)",
+                    {"channel": self.done_channel, "ids": encode_ids(tx.settled)},
+                )
+            return result, tx.wakes
 
         return self._pool.transaction(transaction)
 
@@ -481,9 +516,33 @@ class PostgresStore(LedgerStore):
             lambda conn, _now: (schema_module.read_schema_info(conn), False), read_only=True
         )
 
+    @property
+    def settle_signal(self) -> SettleSignal:
+        """As on every store; with ``listen=True`` settles in other processes wake waiters too
+        (a second LISTEN connection, on the ``done`` channel, opened by the first wait)."""
+        with self._clock_lock:  # one signal, one listener, whichever thread asks first
+            return self._make_settle_signal()
+
+    def _make_settle_signal(self) -> SettleSignal:
+        if self._settle_signal is None:
+            signal = self._settle_signal = SettleSignal()
+            if self.listener is not None:
+                listener = NotificationListener(
+                    self._conninfo,
+                    channel=self.done_channel,
+                    signal=signal,
+                    connect_timeout=self._connect_timeout,
+                    on_payload=signal.notify_payload,
+                )
+                self.done_listener = listener
+                signal.feed_from(listener.start)
+        return self._settle_signal
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.stop()
+        if self.done_listener is not None:
+            self.done_listener.stop()
         self._pool.close()
 
     @property

@@ -1,0 +1,80 @@
+"""``jobledger adjudicate list | show | decide`` (SPEC §9) on both stores."""
+
+from __future__ import annotations
+
+import jobledger
+from tests.cli.conftest import AUTHORITY, TtyInput
+
+UNKNOWN = {"code": "SCHEDULER_OUTCOME_UNKNOWN", "message": "the gateway timed out"}
+
+
+def _case(store: jobledger.Store, key: str) -> str:
+    if store.get_job("pay") is None:
+        store.create_job(id="pay", kind="charge", authority=AUTHORITY, on_lost_lease="adjudicate")
+    occurrence = store.enqueue_occurrence(job_id="pay", scheduled_for=store.now(), trigger_key=key)
+    claimed = store.claim_occurrence(occurrence_id=occurrence.id, owner_id="w", lease_ms=60_000)
+    assert claimed is not None
+    store.settle(
+        occurrence_id=claimed.id,
+        owner_id="w",
+        fence=claimed.fence,
+        outcome="failed",
+        error=UNKNOWN,
+        retryable=False,
+    )
+    return occurrence.id
+
+
+def test_list_show_and_decide(cli):
+    with cli.open() as store:
+        first = _case(store, "a")
+        second = _case(store, "b")
+    listed = cli.json("adjudicate", "list")
+    assert {case["occurrenceId"] for case in listed["cases"]} == {first, second}
+    assert all(case["eligible"] for case in listed["cases"])
+    table = cli.ok("adjudicate", "list").out
+    assert "SCHEDULER_OUTCOME_UNKNOWN: the gateway timed out" in table
+    shown = cli.json("adjudicate", "show", first)["case"]
+    assert shown["evidenceDigest"].startswith("sha256:")
+    assert "evidence    sha256:" in cli.ok("adjudicate", "show", first[:16]).out
+
+    # Without a terminal and without --yes, the decision is refused, nothing written.
+    refused = cli("adjudicate", "decide", first, "applied", "--reason", "PSP shows it")
+    refused.assert_one_line_error("SCHEDULER_CONFIRMATION_REQUIRED", 2)
+    assert cli.json("adjudicate", "show", first)["case"]["eligible"] is True
+    # Answered "y" at the prompt: recorded with the actor.
+    decided = cli.json(
+        "--actor",
+        "ops:alice",
+        "adjudicate",
+        "decide",
+        first,
+        "applied",
+        "--reason",
+        "PSP shows it",
+        stdin=TtyInput("y\n"),
+    )
+    assert decided["actor"] == "ops:alice"
+    assert decided["case"]["status"] == "succeeded"
+    assert decided["case"]["adjudication"]["actor"] == "ops:alice"
+    assert decided["case"]["adjudication"]["decision"] == "applied"
+    # A second decision is refused (exit 4, one coded line).
+    again = cli("--yes", "adjudicate", "decide", first, "not_applied", "--reason", "again")
+    again.assert_one_line_error("SCHEDULER_ADJUDICATION_ALREADY_RECORDED", 4)
+    # A pinned stale digest is refused.
+    stale = cli(
+        "--yes",
+        "adjudicate",
+        "decide",
+        second,
+        "not_applied",
+        "--reason",
+        "no charge",
+        "--evidence-digest",
+        "sha256:" + "a" * 64,
+    )
+    stale.assert_one_line_error("SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT", 4)
+    text = cli.ok("--yes", "adjudicate", "decide", second, "not_applied", "--reason", "no")
+    assert f"recorded not_applied for {second}: now retry_wait" in text.out
+    assert cli.json("adjudicate", "list") == {"cases": []}
+    assert cli.ok("adjudicate", "list").out.strip() == "no open cases"
