@@ -82,11 +82,12 @@ _SETTLING_QUERIES = frozenset(
         "settle_occurrence",
         "dead_letter_expired_lease",
         "cancel_occurrence",
-        # children cancelled because a parent failed (SPEC §10)
-        "cancel_children",
         "adjudicate_applied",
     }
 )
+# The same, for statements whose returned rows name the occurrences they made terminal: children
+# cancelled because a parent failed (SPEC §10).
+_SETTLING_ROW_QUERIES = frozenset({"cancel_children"})
 _URL_PREFIXES = ("postgresql://", "postgres://")
 # How long a reading of the database clock is carried forward locally (see PostgresStore.now).
 CLOCK_RESYNC_S = 5.0
@@ -136,6 +137,8 @@ class _PostgresTx:
 
     def all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         rows: list[Row] = self._execute(query, params).fetchall()
+        if query in _SETTLING_ROW_QUERIES:
+            self.settled += [str(row["occurrence_id"]) for row in rows]
         return rows
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:
