@@ -53,6 +53,7 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_LEASE_MS",
+    "MAX_PARENTS",
     "MAX_PARTITION_LENGTH",
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
@@ -80,6 +81,7 @@ __all__ = [
     "normalize_lease_ms",
     "normalize_lost_lease_policy",
     "normalize_max_attempts",
+    "normalize_parent_failure_policy",
     "normalize_partition",
     "normalize_positive_int",
     "normalize_priority",
@@ -125,6 +127,8 @@ MIN_PRIORITY: Final = -100
 MAX_PRIORITY: Final = 100
 LOST_LEASE_POLICIES: Final = ("retry", "adjudicate")
 PARENT_FAILURE_POLICIES: Final = ("cancel", "run")
+# The most parents one occurrence may wait for (SPEC §10).
+MAX_PARENTS: Final = 1000
 # Snoozes (SPEC §9): how often one occurrence may snooze — a handler that snoozes forever would
 # otherwise never end — and the longest single snooze. The snooze past the cap is a dead letter
 # with SNOOZE_LIMIT_CODE.
@@ -280,6 +284,16 @@ def normalize_lost_lease_policy(value: object, field: str = "on_lost_lease") -> 
     if value not in LOST_LEASE_POLICIES:
         raise InvalidArgument(
             f"{field} must be one of {', '.join(LOST_LEASE_POLICIES)}", details={"field": field}
+        )
+    return str(value)
+
+
+def normalize_parent_failure_policy(value: object, field: str = "on_parent_failure") -> str:
+    """What a failed parent does to its child: ``"cancel"`` it or ``"run"`` it (SPEC §10)."""
+    if value not in PARENT_FAILURE_POLICIES:
+        raise InvalidArgument(
+            f"{field} must be one of {', '.join(PARENT_FAILURE_POLICIES)}",
+            details={"field": field},
         )
     return str(value)
 

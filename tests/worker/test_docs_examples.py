@@ -1,5 +1,5 @@
-"""The code examples in docs/runtime.md, docs/fenced-side-effects.md and docs/queues.md run,
-in order.
+"""The code examples in docs/runtime.md, docs/fenced-side-effects.md, docs/queues.md and
+docs/flows.md run, in order.
 
 Each page's ``python`` blocks run as one session in a temporary directory; ``sql`` blocks run
 against an in-memory SQLite database. A ``test_*`` function an example defines is called too.
@@ -22,7 +22,9 @@ def blocks(page: str, language: str) -> list[str]:
     return [code for lang, code in BLOCK.findall(text) if lang == language]
 
 
-@pytest.mark.parametrize("page", ["runtime.md", "fenced-side-effects.md", "queues.md"])
+@pytest.mark.parametrize(
+    "page", ["runtime.md", "fenced-side-effects.md", "queues.md", "flows.md"]
+)
 def test_python_examples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page}"}

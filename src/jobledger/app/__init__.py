@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from .enqueue import EnqueueMethods
 from .enqueue_async import AsyncEnqueueMethods
+from .flows import FlowMethods
 from .jobs import JobMethods
 from .queues import QueueMethods
 from .results import ResultMethods
@@ -35,6 +36,7 @@ __all__ = ["App"]
 class App(
     JobMethods,
     AsyncEnqueueMethods,
+    FlowMethods,
     EnqueueMethods,
     QueueMethods,
     ScheduleMethods,

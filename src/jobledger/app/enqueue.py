@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import contract
 from ..durations import choose_ms, epoch_ms_from
 from ..errors import InvalidArgument
-from ..models import UNSET, EnqueueRequest, Occurrence
+from ..models import UNSET, EnqueueRequest, Occurrence, ParentFailurePolicy
 
 if TYPE_CHECKING:
     pass
@@ -76,6 +76,8 @@ class EnqueueMethods(TransactionMethods):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
         conn: object = None,
     ) -> Occurrence:
         """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
@@ -86,7 +88,9 @@ class EnqueueMethods(TransactionMethods):
         ``SCHEDULER_IDEMPOTENCY_PAYLOAD_MISMATCH`` if its payload differs). ``payload`` defaults
         to the job's. ``at_ms``/``delay_ms`` take epoch/duration milliseconds instead.
         ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
-        key returns the first occurrence unchanged, whatever these say.
+        key returns the first occurrence unchanged, whatever these say. ``after`` (occurrences
+        or ids) makes it run only after those parents, ``on_parent_failure`` says what a failed
+        parent does to it (SPEC §10, ``docs/flows.md``).
 
         ``conn`` writes the occurrence in the caller's open transaction instead of one of the
         store's (SPEC §8, ``docs/transactions.md``): it exists when that transaction commits.
@@ -105,11 +109,17 @@ class EnqueueMethods(TransactionMethods):
                 queue=queue,
                 priority=priority,
                 partition=partition,
+                after=after,
+                on_parent_failure=on_parent_failure,
                 trace_context=None if sending is None else sending.context,
             )
             if conn is not None:
                 [occurrence] = self._enqueue_in_transaction(conn, [request])
-            elif request.once_per_trigger:
+            elif (
+                request.once_per_trigger
+                or request.after
+                or request.on_parent_failure is not None
+            ):
                 [occurrence] = self.store.enqueue_batch([request])
             else:
                 occurrence = self.store.enqueue_occurrence(
@@ -139,6 +149,8 @@ class EnqueueMethods(TransactionMethods):
         queue: str | None,
         priority: int | None,
         partition: str | None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
         trace_context: Mapping[str, str] | None = None,
     ) -> EnqueueRequest:
         """What :meth:`enqueue` asks the store for (its instant resolved, its key made)."""
@@ -154,6 +166,8 @@ class EnqueueMethods(TransactionMethods):
             queue=queue,
             priority=priority,
             partition=partition,
+            after=_parent_ids(after),
+            on_parent_failure=on_parent_failure,
             trace_context=trace_context,
         )
 
@@ -170,6 +184,8 @@ class EnqueueMethods(TransactionMethods):
         queue: str | None = None,
         priority: int | None = None,
         partitions: Sequence[str | None] | None = None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
         conn: object = None,
     ) -> list[Occurrence]:
         """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
@@ -178,8 +194,9 @@ class EnqueueMethods(TransactionMethods):
         ``keys`` (one per payload) the once-per-key rule. Pass ``jobledger.UNSET`` as a payload
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
         partition (or ``None``) per payload. Either every occurrence is written, or none;
-        with ``conn``, in the caller's open transaction (see :meth:`enqueue`). Traced as one
-        ``send <queue>`` span for the whole batch.
+        with ``conn``, in the caller's open transaction (see :meth:`enqueue`).
+        ``after``/``on_parent_failure`` as for :meth:`enqueue`, the same parents for each. Traced
+        as one ``send <queue>`` span for the whole batch.
         """
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
@@ -201,6 +218,7 @@ class EnqueueMethods(TransactionMethods):
                 details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
             )
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
+        parents = _parent_ids(after)
         with self._tracing.send(job_id, queue) as sending:
             trace_context = None if sending is None else sending.context
             requests: list[EnqueueRequest] = []
@@ -217,6 +235,8 @@ class EnqueueMethods(TransactionMethods):
                         queue=queue,
                         priority=priority,
                         partition=None if partitions is None else partitions[index],
+                        after=parents,
+                        on_parent_failure=on_parent_failure,
                         trace_context=trace_context,
                     )
                 )
@@ -227,3 +247,14 @@ class EnqueueMethods(TransactionMethods):
             if sending is not None:
                 sending.sent(occurrences)
             return occurrences
+
+
+def _parent_ids(after: Sequence[Occurrence | str] | None) -> tuple[str, ...]:
+    """The occurrence ids of ``after`` (occurrences or ids; SPEC §10)."""
+    if after is None:
+        return ()
+    if isinstance(after, (str, bytes, Occurrence)) or not isinstance(after, Iterable):
+        raise InvalidArgument(
+            "after must be a list of occurrences or occurrence ids", details={"field": "after"}
+        )
+    return tuple(parent.id if isinstance(parent, Occurrence) else parent for parent in after)

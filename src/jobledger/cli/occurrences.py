@@ -14,7 +14,8 @@ from typing import Any
 
 from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
-from ..models import Occurrence
+from ..models import Occurrence, ParentState
+from ..planning.explain import parent_lines
 from ..planning.waiting import WaitReason, why_waiting
 from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
@@ -136,7 +137,11 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _detail_text(
-    ctx: Context, occurrence: Occurrence, events: list[Any], waiting: list[WaitReason]
+    ctx: Context,
+    occurrence: Occurrence,
+    events: list[Any],
+    waiting: list[WaitReason],
+    parents: list[ParentState],
 ) -> str:
     def pretty(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -155,6 +160,9 @@ def _detail_text(
     lines.extend(f"not running:  {reason.text}" for reason in waiting)
     if o.lease_owner is not None:
         lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")
+    if parents:
+        lines.append(f"parents:      {len(parents)} (on failure: {o.on_parent_failure})")
+        lines.extend(parent_lines(parents))
     lines.append(f"payload:      {pretty(o.payload)}")
     if o.result is not None:
         lines.append(f"result:       {pretty(o.result)}")
@@ -175,7 +183,8 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
         occurrence = get_occurrence(store, args.occurrence_id)
         events = timeline(store, occurrence.id)
         waiting = why_waiting(store, occurrence, when=ctx.when)
-    document = {
+        parents = store.parent_states(occurrence.id) if occurrence.parents else []
+    document: dict[str, Any] = {
         "occurrence": occurrence_json(occurrence),
         "queue": {
             "name": occurrence.queue,
@@ -185,7 +194,13 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
         "waiting": [reason.to_json() for reason in waiting],
         "events": [event_json(event) for event in events],
     }
-    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events, waiting))
+    if parents:
+        document["parents"] = [
+            {"id": p.occurrence_id, "jobId": p.job_id, "kind": p.kind, "status": p.status}
+            for p in parents
+        ]
+        document["onParentFailure"] = occurrence.on_parent_failure
+    ctx.emit(document, lambda: _detail_text(ctx, occurrence, events, waiting, parents))
     return 0
 
 

@@ -354,6 +354,7 @@ class Attempt:
             owner_id=settings.owner_id,
             renew=self.renew,
             external_cancel=cancel,
+            load_parents=lambda: settings.store.parent_states(occurrence.id),
         )
         self.context = context
         # Released (worker shutdown), lost or timed out while authorizing: the lease is no longer

@@ -23,7 +23,7 @@ from typing import Any, TypeAlias
 from ..contract import MAX_SNOOZE_DELAY_MS, OUTCOME_UNKNOWN_CODE, normalize_epoch_ms
 from ..durations import choose_ms, epoch_ms_from, ms_from_timedelta
 from ..errors import InvalidArgument
-from ..models import Job, Occurrence
+from ..models import Job, Occurrence, ParentState
 
 __all__ = [
     "AuthorizationRequest",
@@ -226,6 +226,7 @@ class JobContext:
         owner_id: str,
         renew: Callable[[], Occurrence],
         external_cancel: threading.Event | None = None,
+        load_parents: Callable[[], list[ParentState]] | None = None,
     ) -> None:
         self.job = job
         self.occurrence = occurrence
@@ -237,6 +238,8 @@ class JobContext:
         self._external_cancel = external_cancel
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
+        self._load_parents = load_parents
+        self._parents: dict[str, Any] | None = None
 
     @property
     def payload(self) -> Any:
@@ -261,6 +264,20 @@ class JobContext:
     @property
     def idempotency_key(self) -> str:
         return self.occurrence.idempotency_key
+
+    @property
+    def parents(self) -> dict[str, Any]:
+        """Parent occurrence id -> its result, for an occurrence enqueued with ``after=``
+        (SPEC §10); ``None`` for a parent that failed (under ``on_parent_failure="run"``).
+        Read from the store on first use; empty for an occurrence without parents."""
+        if self._parents is None:
+            if not self.occurrence.parents or self._load_parents is None:
+                self._parents = {}
+            else:
+                self._parents = {
+                    parent.occurrence_id: parent.result for parent in self._load_parents()
+                }
+        return dict(self._parents)
 
     def is_cancelled(self) -> bool:
         """True once the lease is lost, the worker gives up on this attempt, or the caller's

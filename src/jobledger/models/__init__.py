@@ -7,6 +7,7 @@
 """
 
 from .adjudication import Adjudication, AdjudicationCase, AdjudicationDecision
+from .flows import FlowEdge, FlowGraph, FlowNode, ParentState
 from .plans import (
     DEFAULT_DUE_LIMIT,
     MAX_DUE_LIMIT,
@@ -70,6 +71,9 @@ __all__ = [
     "DueSchedules",
     "EnqueueRequest",
     "Event",
+    "FlowEdge",
+    "FlowGraph",
+    "FlowNode",
     "Job",
     "LeaseHolder",
     "LostLeasePolicy",
@@ -81,6 +85,7 @@ __all__ = [
     "OccurrenceStatus",
     "Outcome",
     "ParentFailurePolicy",
+    "ParentState",
     "PlanOutcome",
     "PruneReport",
     "Queue",

@@ -217,7 +217,10 @@ class EnqueueRequest:
     ``queue``/``priority`` ``None`` take the job's; ``partition`` ``None`` is none (SPEC §7);
     a reused key with another queue, priority or partition returns the first occurrence
     unchanged. ``trace_context`` (``{"traceparent": …, "tracestate": …}``, W3C Trace Context)
-    is stored with a new occurrence so its attempts continue the enqueuer's trace."""
+    is stored with a new occurrence so its attempts continue the enqueuer's trace. ``after``
+    names the parent occurrences (ids) it runs after and ``on_parent_failure`` what a failed
+    parent does to it (SPEC §10; ``None`` is ``"cancel"`` when it has parents); a reused key
+    keeps the first enqueue's parents."""
 
     job_id: str
     scheduled_for: int
@@ -230,6 +233,8 @@ class EnqueueRequest:
     priority: int | None = None
     partition: str | None = None
     trace_context: Mapping[str, str] | None = None
+    after: tuple[str, ...] = ()
+    on_parent_failure: ParentFailurePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)

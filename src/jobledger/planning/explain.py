@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from .. import contract
 from ..errors import InvalidArgument, NotFound, SchedulerError
-from ..models import Occurrence, ScheduleState, SkippedSlots
+from ..models import Occurrence, ParentState, ScheduleState, SkippedSlots
 from ..schedules.describe import describe_interval
 from ..schedules.json_format import is_schedule_json
 from ..schedules.policy import MisfirePolicy
@@ -28,9 +28,11 @@ from ..store.operations.adjudication import MAX_CASES
 from .planner import COUNT_CAP
 from .waiting import WaitReason, why_waiting
 
-__all__ = ["MAX_EXPLAIN_COUNT", "Explanation", "explain"]
+__all__ = ["MAX_EXPLAIN_COUNT", "Explanation", "explain", "parent_lines"]
 
 MAX_EXPLAIN_COUNT: Final = 100
+# The most parents a text rendering lists one by one.
+PARENTS_SHOWN: Final = 20
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -80,7 +82,9 @@ class Explanation:
     planner decided (fired or skipped); ``planned_through``: every slot up to it is decided;
     ``next_due_at``: when a planner looks at the job next. ``misfire``: the policy in force.
     ``current_occurrence``: the job's newest occurrence (its ``status``, ``lease_owner`` and
-    ``lease_expires_at`` are also properties here). ``recent_skips``: skipped runs, newest first.
+    ``lease_expires_at`` are also properties here); ``parents``: when it is ``blocked``, the
+    parents it waits for with their states (SPEC §10). ``recent_skips``: skipped runs, newest
+    first.
     ``remarks``: plain sentences about anything unusual (disabled, slots waiting for a planner,
     an unreadable trigger, occurrences whose outcome is unknown). ``on_lost_lease``: the job's
     policy for an attempt whose worker is lost (SPEC §9); ``open_cases``: its occurrences
@@ -105,6 +109,7 @@ class Explanation:
     planned_through: datetime | None = None
     next_due_at: datetime | None = None
     current_occurrence: Occurrence | None = None
+    parents: list[ParentState] = field(default_factory=list)
     recent_skips: list[SkippedSlots] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
     waiting: list[WaitReason] = field(default_factory=list)
@@ -161,6 +166,10 @@ class Explanation:
                 "priority": occurrence.priority,
                 "partition": occurrence.partition,
                 "waiting": [reason.to_json() for reason in self.waiting],
+                "parents": [
+                    {"id": parent.occurrence_id, "jobId": parent.job_id, "status": parent.status}
+                    for parent in self.parents
+                ],
             },
             "recentSkips": [
                 {
@@ -232,6 +241,7 @@ class Explanation:
                     f"{at(occurrence.lease_expires_at)}"
                 )
             lines.extend(f"  not running: {reason.text}" for reason in self.waiting)
+            lines.extend(parent_lines(self.parents))
         if self.recent_skips:
             lines.append("recent skips (newest first):")
             for skip in self.recent_skips:
@@ -258,6 +268,20 @@ class Explanation:
             return ""
         local = moment.astimezone(load_zone(self.trigger.timezone))
         return f"  ({local.strftime('%Y-%m-%d %H:%M')} {self.trigger.timezone})"
+
+
+def parent_lines(parents: list[ParentState], *, shown: int = PARENTS_SHOWN) -> list[str]:
+    """A blocked occurrence's parents as text lines: how many it waits for, then each parent
+    (the undecided ones first) with its job and status, at most ``shown`` of them."""
+    if not parents:
+        return []
+    waiting = [p for p in parents if p.status not in contract.TERMINAL_STATUSES]
+    lines = [f"  waits for {len(waiting)} of {len(parents)} parent(s):"]
+    ordered = waiting + [p for p in parents if p.status in contract.TERMINAL_STATUSES]
+    lines.extend(f"    {p.occurrence_id} {p.status} (job {p.job_id})" for p in ordered[:shown])
+    if len(ordered) > shown:
+        lines.append(f"    … and {len(ordered) - shown:,} more")
+    return lines
 
 
 def _ms(moment: datetime) -> int:
@@ -314,6 +338,11 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
         "now": _moment(now),
         "current_occurrence": current,
         "waiting": [] if current is None else why_waiting(store, current),
+        "parents": (
+            store.parent_states(current.id)
+            if current is not None and current.status == "blocked"
+            else []
+        ),
         "on_lost_lease": job.on_lost_lease,
         "open_cases": [
             case.occurrence_id

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from ..models import UNSET, Outcome, SchemaInfo, Unset
 from .owner_lock import NoOwnerLock, OwnerLockHandle
 from .seams.admin import AuditOperations, JobOperations, QueueOperations, ScheduleOperations
+from .seams.flows import FlowOperations
 from .seams.outcomes import OutcomeOperations
 from .seams.work import OccurrenceOperations
 
@@ -44,6 +45,7 @@ class Store(
     AuditOperations,
     QueueOperations,
     ScheduleOperations,
+    FlowOperations,
     OutcomeOperations,
     Protocol,
 ):

@@ -189,6 +189,8 @@ class EnqueueInput:
     priority: int | None = None
     partition: str | None = None
     trace_json: str | None = None
+    after: tuple[str, ...] = ()
+    on_parent_failure: str | None = None
 
 
 # W3C Trace Context: traceparent "version-traceid-parentid-flags" in lowercase hex; tracestate
@@ -223,6 +225,30 @@ def normalize_trace_context(value: object) -> str | None:
     return contract.canonical_json(fields)
 
 
+def normalize_parents(
+    after: object, on_parent_failure: object
+) -> tuple[tuple[str, ...], str | None]:
+    """SPEC §10's ``after=``: distinct parent occurrence ids in the order given (at most
+    :data:`~jobledger.contract.MAX_PARENTS`), and the child's policy (``"cancel"`` by default;
+    ``None`` when there are no parents)."""
+    if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple)):
+        raise InvalidArgument("after must be a list of occurrence ids", details={"field": "after"})
+    parents = tuple(
+        dict.fromkeys(contract.normalize_identifier(parent, "after") for parent in after)
+    )
+    if len(parents) > contract.MAX_PARENTS:
+        raise InvalidArgument(
+            f"an occurrence may wait for at most {contract.MAX_PARENTS} parents",
+            details={"field": "after", "count": len(parents), "limit": contract.MAX_PARENTS},
+        )
+    if not parents:
+        if on_parent_failure is not None:
+            contract.normalize_parent_failure_policy(on_parent_failure)
+        return (), None
+    policy = "cancel" if on_parent_failure is None else on_parent_failure
+    return parents, contract.normalize_parent_failure_policy(policy)
+
+
 def normalize_enqueue(
     job_id: object,
     scheduled_for: object,
@@ -236,6 +262,8 @@ def normalize_enqueue(
     priority: object = None,
     partition: object = None,
     trace_context: object = None,
+    after: object = (),
+    on_parent_failure: object = None,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -248,6 +276,7 @@ def normalize_enqueue(
     else:
         value = contract.normalize_json(payload, "occurrence.payload")
         text = contract.encode_trusted_json(value)
+    parents, policy = normalize_parents(after, on_parent_failure)
     return EnqueueInput(
         key,
         scheduled,
@@ -261,6 +290,8 @@ def normalize_enqueue(
         priority=None if priority is None else contract.normalize_priority(priority),
         partition=None if partition is None else contract.normalize_partition(partition),
         trace_json=normalize_trace_context(trace_context),
+        after=parents,
+        on_parent_failure=policy,
     )
 
 
@@ -293,6 +324,8 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     priority=item.priority,
                     partition=item.partition,
                     trace_context=item.trace_context,
+                    after=item.after,
+                    on_parent_failure=item.on_parent_failure,
                 )
             )
         except InvalidArgument as exc:

@@ -15,6 +15,7 @@ from .operations import (
     CallerTxOperations,
     ClaimOperations,
     DepthOperations,
+    FlowOperations,
     JobOperations,
     LeaseOperations,
     QueueOperations,
@@ -35,6 +36,7 @@ class LedgerStore(
     ScheduleOperations,
     QueueOperations,
     DepthOperations,
+    FlowOperations,
     ResultOperations,
     AdjudicationOperations,
 ):

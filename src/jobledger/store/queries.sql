@@ -248,6 +248,57 @@ ORDER BY p.seq
 -- name: seq_of_occurrence
 SELECT seq FROM occurrences WHERE occurrence_id = :occurrence_id
 
+-- ===========================================================================================
+-- dependencies (SPEC §10; store/operations/dependencies.py): edges are found from the parent
+-- through the primary key (parent_seq, child_seq), and from the child through
+-- jobledger_dependencies_child, never by scanning occurrences.
+
+-- name: insert_dependency
+INSERT INTO jobledger_dependencies (parent_seq, child_seq) VALUES (:parent_seq, :child_seq)
+ON CONFLICT (parent_seq, child_seq) DO NOTHING
+
+-- name: link_child
+-- A child just inserted (queued) takes its policy and, while parents are undecided, waits for
+-- them: blocked, counting them.
+UPDATE occurrences
+SET status = CASE WHEN :pending > 0 THEN 'blocked' ELSE status END,
+    pending_parents = :pending,
+    on_parent_failure = :policy
+WHERE seq = :seq
+RETURNING seq
+
+-- name: cancel_children
+-- A parent failed: its blocked children under "cancel" are cancelled (reason parent_failed).
+UPDATE occurrences
+SET status = 'cancelled',
+    pending_parents = 0,
+    last_error_json = :error_json,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+WHERE seq IN (SELECT d.child_seq FROM jobledger_dependencies AS d WHERE d.parent_seq = :parent_seq)
+  AND status = 'blocked'
+  AND on_parent_failure = 'cancel'
+RETURNING seq, occurrence_id, job_id, status, last_error_json, updated_at
+
+-- name: requeues_of_occurrence
+SELECT previous_error_json FROM jobledger_requeues WHERE occurrence_id = :occurrence_id
+
+-- name: parent_states
+-- A child's parents with what they came to (ctx.parents, explain, the CLI and the dashboard).
+SELECT p.seq, p.occurrence_id, p.job_id, p.kind, p.status, p.result_json, p.last_error_json
+FROM jobledger_dependencies AS d
+JOIN occurrences AS p ON p.seq = d.parent_seq
+WHERE d.child_seq = :seq
+ORDER BY p.seq
+
+-- name: children_of
+SELECT c.seq, c.occurrence_id, c.job_id, c.kind, c.status
+FROM jobledger_dependencies AS d
+JOIN occurrences AS c ON c.seq = d.child_seq
+WHERE d.parent_seq = :seq
+ORDER BY c.seq
+LIMIT :limit
+
 -- name: list_occurrences_by_status
 SELECT * FROM occurrences
 WHERE status = :status

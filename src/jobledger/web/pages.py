@@ -24,6 +24,7 @@ from ..models import Occurrence
 from ..store.base import Store
 from . import formatting, views
 from .core import Dashboard, HTTPProblem, Redirect, json_response
+from .flowgraph import render_flow_svg
 
 __all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview", "queues"]
 
@@ -196,10 +197,18 @@ async def occurrence(dash: Dashboard, request: Request) -> Response:
 
     now, data = await dash.call(read)
     current: Occurrence = data.occurrence
+    graph_svg = (
+        None
+        if data.graph is None
+        else render_flow_svg(
+            data.graph, current.id, lambda key: _occurrence_url(dash, request, key)
+        )
+    )
     return dash.render(
         page,
         "occurrence.html",
         data=data,
+        graph_svg=graph_svg,
         occ=current,
         live_status=current.status in LIVE_STATUSES,
         now=now,

@@ -21,10 +21,12 @@ from ..models import (
     WORKER_STALE_AFTER,
     DueItem,
     Event,
+    FlowGraph,
     Job,
     LeaseHolder,
     Occurrence,
     OccurrencePage,
+    ParentState,
     QueueDepth,
     SchemaInfo,
     WorkerRecord,
@@ -261,9 +263,13 @@ class OccurrencePageView:
     newer: bool
     events_shown: int = 0
     flags: list[str] = field(default_factory=list)
+    graph: FlowGraph | None = None  # its flow (SPEC §10), when it has parents or children
+    parents: list[ParentState] = field(default_factory=list)
 
 
 TIMELINE_PAGE = 200
+# The most occurrences of a flow one occurrence page reads (its graph says when there are more).
+FLOW_GRAPH_NODES = 300
 
 
 def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> OccurrencePageView:
@@ -283,6 +289,7 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
         flags.append("lease expired: the next claim takes it over")
     reasons = why_waiting(store, occurrence, when=formatting.utc)
     flags += [f"Not running: {reason.text}" for reason in reasons]
+    graph = store.flow_graph(occurrence_id, limit=FLOW_GRAPH_NODES)
     return OccurrencePageView(
         occurrence=occurrence,
         job=store.get_job(occurrence.job_id),
@@ -291,6 +298,8 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
         newer=before is not None,
         events_shown=len(events),
         flags=flags,
+        graph=graph if len(graph.nodes) > 1 else None,
+        parents=store.parent_states(occurrence_id) if occurrence.parents else [],
     )
 
 

@@ -13,6 +13,7 @@ from .base import JobMeta, OperationsBase
 from .caller_tx import CallerTxOperations
 from .claims import ClaimOperations
 from .depths import DepthOperations
+from .flows import FlowOperations
 from .jobs import JobOperations
 from .leases import LeaseOperations
 from .occurrences import OccurrenceOperations
@@ -26,6 +27,7 @@ __all__ = [
     "CallerTxOperations",
     "ClaimOperations",
     "DepthOperations",
+    "FlowOperations",
     "JobMeta",
     "JobOperations",
     "LeaseOperations",

@@ -33,6 +33,7 @@ from ...errors import AdjudicationConflict, InvalidArgument, NotFound
 from ...models import Adjudication, AdjudicationCase
 from .. import rows
 from ..tx import Row, Tx
+from . import dependencies
 from .base import OperationsBase, required
 
 __all__ = ["AdjudicationOperations", "evidence_digest_for", "payload_digest"]
@@ -316,6 +317,8 @@ class AdjudicationOperations(OperationsBase):
                     },
                 )
             at = int(changed["updated_at"])
+            if chosen == "applied":  # its effects happened: its blocked children (SPEC §10) go on
+                dependencies.decide_children(tx, now, [changed], self.work_signal)
             tx.run(
                 "insert_adjudication",
                 {

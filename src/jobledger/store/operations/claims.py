@@ -34,6 +34,7 @@ from ...errors import InvalidArgument, NotFound
 from ...models import Job, Occurrence, Queue
 from .. import common, inputs, rows
 from ..tx import Row, Tx
+from . import dependencies
 from .admission import (
     STAGE_BATCH,
     WAKE_BATCH,
@@ -118,6 +119,7 @@ class ClaimOperations(OperationsBase):
         events: list[dict[str, Any]] = []
         tally: Counter[tuple[int, str, str, str]] = Counter()
         freed: set[Lane] = set()
+        ended: list[dict[str, Any]] = []
         for row in ending:
             unknown = bool(row["adjudicate"])
             changed = tx.one(
@@ -134,6 +136,16 @@ class ClaimOperations(OperationsBase):
             )
             if changed is None:
                 continue
+            ended.append(
+                {
+                    "seq": row["seq"],
+                    "occurrence_id": row["occurrence_id"],
+                    "status": "dead_letter",
+                    "last_error_json": (
+                        OUTCOME_UNKNOWN_ERROR_JSON if unknown else common.LEASE_EXPIRED_ERROR_JSON
+                    ),
+                }
+            )
             at = int(changed["updated_at"])
             tally[(common.minute_of(at), row["kind"], row["lease_owner"], "dead_letter")] += 1
             if row["partition_key"] is not None:
@@ -157,6 +169,8 @@ class ClaimOperations(OperationsBase):
         if events:
             tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", common.throughput_params(tally))
+        # Dead letters decide their blocked children (an outcome-unknown one decides nothing).
+        dependencies.decide_children(tx, now, ended, self.work_signal)
         return freed
 
     # -- planning a claim ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ...errors import Conflict, LeaseLost, NotFound, RequeueConflict
 from ...models import Occurrence, Outcome, Renewal, Settlement
 from .. import common, inputs
 from ..tx import Tx
+from . import dependencies
 from .admission import Gate, Lane, load_queues
 from .base import OperationsBase
 
@@ -152,6 +153,9 @@ class LeaseOperations(OperationsBase):
             tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", common.throughput_params(tally))
         self._free_lanes(tx, now, freed)
+        dependencies.decide_children(
+            tx, now, [row for row in updated if row is not None], self.work_signal
+        )
         return results
 
     def _free_lanes(self, tx: Tx, now: int, lanes: set[Lane]) -> None:
@@ -316,9 +320,11 @@ class LeaseOperations(OperationsBase):
                     code="SCHEDULER_CANCEL_CONFLICT",
                     details={"status": current["status"]},
                 )
+            if current["status"] in ("running", "queued", "retry_wait") and row["partition_key"]:
+                self._free_lanes(tx, now, {(row["queue"], row["partition_key"])})
+            # Descendants under "cancel" go with it, before it is read back for the caller.
+            dependencies.decide_children(tx, now, [row], self.work_signal)
             cancelled = self._occurrence(tx, row)
-            if current["status"] in ("running", "queued", "retry_wait") and cancelled.partition:
-                self._free_lanes(tx, now, {(cancelled.queue, cancelled.partition)})
             self._append_event(
                 tx,
                 job_id=cancelled.job_id,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ... import contract
 from ...errors import (
+    Conflict,
     DataCorrupt,
     IdempotencyPayloadMismatch,
     InvalidArgument,
@@ -18,6 +19,7 @@ from ...errors import (
 from ...models import UNSET, EnqueueRequest, Event, Occurrence, OccurrenceCount, OccurrencePage
 from .. import inputs, rows
 from ..tx import Row, Tx
+from . import dependencies
 from .base import JobMeta, OperationsBase
 from .firings import (
     Firing,
@@ -99,8 +101,46 @@ class OccurrenceOperations(OperationsBase):
             return []
         return self._enqueue_requests(normalized)
 
-    def _enqueue_requests(self, requests: Sequence[inputs.EnqueueInput]) -> list[Occurrence]:
-        occurrences, wrote_events = self._write(lambda tx: self._enqueue_body(tx, requests))
+    def enqueue_flow(
+        self, requests: Sequence[EnqueueRequest], *, expected_ids: Sequence[str]
+    ) -> list[Occurrence]:
+        normalized = inputs.normalize_enqueue_batch(requests)
+        if not isinstance(expected_ids, (list, tuple)) or len(expected_ids) != len(normalized):
+            raise InvalidArgument(
+                "expected_ids must hold one occurrence id per request",
+                details={"field": "expectedIds"},
+            )
+        if not normalized:
+            self._assert_open()
+            return []
+
+        def check(written: list[Occurrence]) -> None:
+            for index, (occurrence, expected) in enumerate(zip(written, expected_ids, strict=True)):
+                if occurrence.id != expected:
+                    raise Conflict(
+                        "The flow changed while it was built (a job was updated, or a key was "
+                        "used meanwhile); nothing was written: build it again",
+                        code="SCHEDULER_FLOW_CONFLICT",
+                        details={"index": index, "expected": expected, "actual": occurrence.id},
+                    )
+
+        return self._enqueue_requests(normalized, check)
+
+    def _enqueue_requests(
+        self,
+        requests: Sequence[inputs.EnqueueInput],
+        check: Callable[[list[Occurrence]], None] | None = None,
+    ) -> list[Occurrence]:
+        """Write ``requests`` in one transaction; ``check`` (if given) sees the results inside
+        it and may raise to write nothing."""
+
+        def body(tx: Tx) -> tuple[list[Occurrence], bool]:
+            written, wrote_events = self._enqueue_body(tx, requests)
+            if check is not None:
+                check(written)
+            return written, wrote_events
+
+        occurrences, wrote_events = self._write(body)
         if wrote_events:
             self._after_enqueue()
         return occurrences
@@ -143,7 +183,44 @@ class OccurrenceOperations(OperationsBase):
             results[index] = occurrence
         if events:
             tx.run("insert_events", tx.table(events))
-        return [occurrence for occurrence in results if occurrence is not None], bool(events)
+        written = [occurrence for occurrence in results if occurrence is not None]
+        if any(request.after for request in requests):
+            written = self._link_parents(tx, now, requests, written)
+        return written, bool(events)
+
+    def _link_parents(
+        self,
+        tx: Tx,
+        now: int,
+        requests: Sequence[inputs.EnqueueInput],
+        written: list[Occurrence],
+    ) -> list[Occurrence]:
+        """Link the new children among ``written`` to their parents (a deduplicated one keeps
+        the parents its first enqueue gave it) and return them as they now are."""
+        children = [
+            (occurrence.id, request.after, request.on_parent_failure or "cancel")
+            for request, occurrence in zip(requests, written, strict=True)
+            if request.after and not occurrence.deduplicated
+        ]
+        if not children:
+            return written
+        try:
+            dependencies.link_children(tx, now, children, [o.id for o in written])
+        except NotFound as exc:
+            details = exc.details or {}
+            if len(requests) > 1:
+                child = details.get("occurrenceId")
+                index = next(i for i, o in enumerate(written) if o.id == child)
+                exc.details = {**details, "index": index}
+            raise
+        linked = {child for child, _, _ in children}
+        fresh = {
+            occurrence.id: occurrence
+            for occurrence in self._occurrences(
+                tx, tx.all("occurrences_by_ids", {"ids": tx.id_list(sorted(linked))})
+            )
+        }
+        return [fresh.get(occurrence.id, occurrence) for occurrence in written]
 
     def _job_meta(self, tx: Tx, job_id: str, metas: dict[str, JobMeta | None]) -> JobMeta | None:
         if job_id in metas:

@@ -298,3 +298,48 @@ GROUP BY queue
 -- This store's id, made once with the schema, and the database's name: a caller's connection
 -- must be on this very store (a clone of the database carries the same id, not the same name).
 SELECT store_id || '/' || current_database() AS store_id FROM jobledger_store
+
+-- name: occurrences_by_ids
+-- What linking a child needs of it and of its parents (SPEC §10). FOR SHARE: a parent settling
+-- concurrently either waits for this transaction (and then sees the new edge when it looks for
+-- blocked children) or has committed first (and this read sees it decided) — under READ
+-- COMMITTED neither can miss the other, so no child stays blocked on a decided parent.
+SELECT * FROM occurrences
+WHERE occurrence_id = ANY(%(ids)s::text[])
+ORDER BY seq
+FOR SHARE
+
+-- name: parents_with_blocked_children
+-- Which of these just-terminal occurrences (by seq) have a blocked child: one primary-key probe
+-- per parent, so settling work that has no children costs one cheap probe per batch; and
+-- whether each was requeued (then its earlier outcome may have decided its children already).
+SELECT DISTINCT d.parent_seq,
+       EXISTS (
+         SELECT 1 FROM jobledger_requeues AS r
+         JOIN occurrences AS p ON p.occurrence_id = r.occurrence_id
+         WHERE p.seq = d.parent_seq
+       ) AS requeued
+FROM jobledger_dependencies AS d
+JOIN occurrences AS c ON c.seq = d.child_seq
+WHERE d.parent_seq = ANY(%(ids)s::bigint[]) AND c.status = 'blocked'
+
+-- name: release_children
+-- These parents (by seq) are decided and count for their blocked children: each child waits
+-- for as many parents fewer as it has among them (edges found through the primary key,
+-- grouped per child: O(edges of these parents), whatever else a child waits for); the last one
+-- makes it queued, due at the later of its due instant and now, through staging (gate 1).
+UPDATE occurrences
+SET pending_parents = pending_parents - s.n,
+    status = CASE WHEN pending_parents = s.n THEN 'queued' ELSE 'blocked' END,
+    available_at = CASE
+      WHEN pending_parents = s.n AND available_at < %(now)s THEN %(now)s ELSE available_at END,
+    gate = 1,
+    updated_at = CASE WHEN updated_at > %(now)s THEN updated_at ELSE %(now)s END
+FROM (
+  SELECT d.child_seq, COUNT(*) AS n FROM jobledger_dependencies AS d
+  WHERE d.parent_seq = ANY(%(ids)s::bigint[])
+  GROUP BY d.child_seq
+) AS s
+WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
+RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
+          occurrences.updated_at

@@ -78,6 +78,9 @@ _WAKING_QUERIES = frozenset(
         "release_lease",
         "requeue_dead_letter",
         "expire_lease",
+        # A parent settled for blocked children (SPEC §10); sent even when they still wait for
+        # other parents, a wake that finds nothing.
+        "release_children",
         "adjudicate_not_applied",
     }
 )
@@ -91,6 +94,9 @@ _SETTLING_QUERIES = frozenset(
         "adjudicate_applied",
     }
 )
+# The same, for statements whose returned rows name the occurrences they made terminal: children
+# cancelled because a parent failed (SPEC §10).
+_SETTLING_ROW_QUERIES = frozenset({"cancel_children"})
 _URL_PREFIXES = ("postgresql://", "postgres://")
 # How long a reading of the database clock is carried forward locally (see PostgresStore.now).
 CLOCK_RESYNC_S = 5.0
@@ -140,6 +146,8 @@ class _PostgresTx:
 
     def all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         rows: list[Row] = self._execute(query, params).fetchall()
+        if query in _SETTLING_ROW_QUERIES:
+            self.settled += [str(row["occurrence_id"]) for row in rows]
         return rows
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:

@@ -82,7 +82,8 @@ class OccurrenceOperations(Protocol):
         Every request is validated before anything is written (a bad one raises
         ``SCHEDULER_INVALID_ARGUMENT`` with ``details["index"]``). A request that fails in the
         transaction (missing or disabled job, payload mismatch) fails the whole batch, which
-        writes nothing; its error's ``details["index"]`` names it.
+        writes nothing; its error's ``details["index"]`` names it. A request with ``after``
+        waits for those parents (SPEC §10; the rules are in :mod:`.flows`).
         """
         ...
 

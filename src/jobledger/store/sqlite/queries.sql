@@ -317,3 +317,44 @@ GROUP BY queue
 -- name: store_identity
 -- This store's id, made once with the schema (a caller's connection must be on this very store).
 SELECT store_id FROM jobledger_store
+
+-- name: occurrences_by_ids
+-- What linking a child needs of it and of its parents (SPEC §10); no lock needed: one writer at
+-- a time, so no parent settles between this read and the commit.
+SELECT * FROM occurrences
+WHERE occurrence_id IN (SELECT value FROM json_each(:ids))
+
+-- name: parents_with_blocked_children
+-- Which of these just-terminal occurrences (by seq) have a blocked child: one primary-key probe
+-- per parent, so settling work that has no children costs one cheap probe per batch; and
+-- whether each was requeued (then its earlier outcome may have decided its children already).
+SELECT DISTINCT d.parent_seq,
+       EXISTS (
+         SELECT 1 FROM jobledger_requeues AS r
+         JOIN occurrences AS p ON p.occurrence_id = r.occurrence_id
+         WHERE p.seq = d.parent_seq
+       ) AS requeued
+FROM jobledger_dependencies AS d
+JOIN occurrences AS c ON c.seq = d.child_seq
+WHERE d.parent_seq IN (SELECT value FROM json_each(:ids)) AND c.status = 'blocked'
+
+-- name: release_children
+-- These parents (by seq) are decided and count for their blocked children: each child waits
+-- for as many parents fewer as it has among them (edges found through the primary key,
+-- grouped per child: O(edges of these parents), whatever else a child waits for); the last one
+-- makes it queued, due at the later of its due instant and now, through staging (gate 1).
+UPDATE occurrences
+SET pending_parents = pending_parents - s.n,
+    status = CASE WHEN pending_parents = s.n THEN 'queued' ELSE 'blocked' END,
+    available_at = CASE
+      WHEN pending_parents = s.n AND available_at < :now THEN :now ELSE available_at END,
+    gate = 1,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+FROM (
+  SELECT d.child_seq, COUNT(*) AS n FROM jobledger_dependencies AS d
+  WHERE d.parent_seq IN (SELECT value FROM json_each(:ids))
+  GROUP BY d.child_seq
+) AS s
+WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
+RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
+          occurrences.updated_at
