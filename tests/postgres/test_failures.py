@@ -246,8 +246,12 @@ def test_a_real_deadlock_is_resolved_by_retrying(open_pg, pg_url, admin, monkeyp
     for thread in threads:
         thread.join(30)
     assert {k: getattr(v, "revision", v) for k, v in results.items()} == {"a": 2, "b": 2}
-    # update_job reads the job twice per body; the deadlock victim's first body read it once.
-    assert sorted([bodies.count("t-a"), bodies.count("t-b")]) == [2, 3]
+    # update_job reads the job twice per body: the winner ran one body; the deadlock victim's
+    # first body read it once before it was aborted, and it ran again (more than once if the
+    # retry met the winner's locks again on a loaded machine).
+    winner, victim = sorted([bodies.count("t-a"), bodies.count("t-b")])
+    assert winner == 2
+    assert victim >= 3
 
 
 @pytest.mark.parametrize(
