@@ -11,7 +11,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import run_until_idle
-from tests.transactions.drivers import Driver, outside_transaction
+from tests.transactions.drivers import Caller, Driver, outside_transaction
 
 
 def _events(app: jobledger.App, occurrence_id: str) -> list[str]:
@@ -20,6 +20,35 @@ def _events(app: jobledger.App, occurrence_id: str) -> list[str]:
 
 def _count(app: jobledger.App) -> int:
     return sum(count.count for count in app.store.count_occurrences(job_id="confirm"))
+
+
+def _small_graph(app: jobledger.App, conn: Any) -> None:
+    with app.flow(conn=conn) as flow:
+        a = flow.enqueue("confirm", payload={"n": 1})
+        flow.enqueue("confirm", after=[a])
+
+
+def _flow_racing_its_own_key(app: jobledger.App, caller: Caller, seen: list[str]) -> None:
+    with app.flow(conn=caller.native) as flow:
+        flow.enqueue("confirm", payload={"n": 1})
+        seen.append(flow.enqueue("confirm", payload={"n": 2}, key="k").id)
+        # The key is taken meanwhile, for another instant: the commit finds that occurrence,
+        # not the one the builder planned.
+        seen.append(caller.enqueue(payload={"n": 2}, key="k", delay_ms=60_000).id)
+
+
+def _flow_with_unknown_parent(app: jobledger.App, conn: Any) -> None:
+    with app.flow(conn=conn) as flow:
+        flow.enqueue("confirm", payload={"n": 1})
+        flow.enqueue("confirm", after=["occ_" + "a" * 64])
+
+
+def _abandoned_flow(app: jobledger.App, conn: Any, seen: list[str]) -> None:
+    with app.flow(conn=conn) as flow:
+        a = flow.enqueue("confirm", payload={"n": 1})
+        seen.append(a.id)
+        flow.enqueue("confirm", after=[a])
+        raise RuntimeError("the app gave up on the graph")
 
 
 def test_a_commit_writes_the_whole_graph_with_blocked_children(sync_driver: Driver) -> None:
@@ -78,9 +107,7 @@ def test_a_connection_outside_a_transaction_is_refused_and_nothing_is_written(
     conn, close, _ = outside_transaction(sync_driver)
     try:
         with pytest.raises(jobledger.SchedulerError) as refused:
-            with app.flow(conn=conn) as flow:
-                a = flow.enqueue("confirm", payload={"n": 1})
-                flow.enqueue("confirm", after=[a])
+            _small_graph(app, conn)
         assert refused.value.code == "SCHEDULER_INVALID_ARGUMENT"
         assert refused.value.details["field"] == "conn"
     finally:
@@ -109,21 +136,18 @@ def test_a_flow_conflict_leaves_the_callers_transaction_usable(sync_driver: Driv
     app = sync_driver.app
     caller = sync_driver.begin()
     caller.order(1)
+    seen: list[str] = []
     with pytest.raises(jobledger.SchedulerError) as conflict:
-        with app.flow(conn=caller.native) as flow:
-            flow.enqueue("confirm", payload={"n": 1})
-            planned = flow.enqueue("confirm", payload={"n": 2}, key="k")
-            # The key is taken meanwhile, for another instant: the commit finds that
-            # occurrence, not the one the builder planned.
-            taken = caller.enqueue(payload={"n": 2}, key="k", delay_ms=60_000)
+        _flow_racing_its_own_key(app, caller, seen)
+    planned, taken = seen
     assert conflict.value.code == "SCHEDULER_FLOW_CONFLICT"
-    assert conflict.value.details == {"index": 1, "expected": planned.id, "actual": taken.id}
+    assert conflict.value.details == {"index": 1, "expected": planned, "actual": taken}
     caller.order(2)
     after = caller.enqueue(payload={"n": 3})
     caller.commit()
     assert sync_driver.orders() == [1, 2]
     assert _count(app) == 2  # the key's occurrence and the one after the conflict; no flow node
-    assert app.store.get_occurrence(taken.id) is not None
+    assert app.store.get_occurrence(taken) is not None
     assert app.store.get_occurrence(after.id) is not None
 
 
@@ -132,9 +156,7 @@ def test_an_unknown_parent_writes_nothing_and_the_transaction_goes_on(sync_drive
     caller = sync_driver.begin()
     caller.order(1)
     with pytest.raises(jobledger.SchedulerError) as missing:
-        with app.flow(conn=caller.native) as flow:
-            flow.enqueue("confirm", payload={"n": 1})
-            flow.enqueue("confirm", after=["occ_" + "a" * 64])
+        _flow_with_unknown_parent(app, caller.native)
     assert missing.value.code == "SCHEDULER_NOT_FOUND"
     caller.order(2)
     caller.commit()
@@ -148,15 +170,13 @@ def test_an_abandoned_flow_writes_nothing_and_leaves_the_transaction_alone(
     app = sync_driver.app
     caller = sync_driver.begin()
     caller.order(1)
+    seen: list[str] = []
     with pytest.raises(RuntimeError):
-        with app.flow(conn=caller.native) as flow:
-            a = flow.enqueue("confirm", payload={"n": 1})
-            flow.enqueue("confirm", after=[a])
-            raise RuntimeError("the app gave up on the graph")
+        _abandoned_flow(app, caller.native, seen)
     caller.order(2)
     kept = caller.enqueue(payload={"n": 2})
     caller.commit()
     assert sync_driver.orders() == [1, 2]
     assert _count(app) == 1
     assert app.store.get_occurrence(kept.id) is not None
-    assert app.store.get_occurrence(a.id) is None
+    assert app.store.get_occurrence(seen[0]) is None
