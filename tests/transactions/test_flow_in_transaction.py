@@ -5,6 +5,8 @@ Connection and Session, and Django on PostgreSQL), on real databases."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,3 +182,25 @@ def test_an_abandoned_flow_writes_nothing_and_leaves_the_transaction_alone(
     assert _count(app) == 1
     assert app.store.get_occurrence(kept.id) is not None
     assert app.store.get_occurrence(seen[0]) is None
+
+
+def test_a_connection_on_another_store_is_refused_and_nothing_is_written(
+    sync_driver: Driver, tmp_path: Path
+) -> None:
+    app = sync_driver.app
+    if sync_driver.name == "sqlite3":
+        other: Any = sqlite3.connect(tmp_path / "other.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+    elif sync_driver.name == "psycopg":
+        import psycopg
+
+        other = psycopg.connect(sync_driver.target.rsplit("/", 1)[0] + "/postgres")
+    else:
+        pytest.skip("the same check as psycopg's, on the connection the driver wraps")
+    try:
+        with pytest.raises(jobledger.SchedulerError) as refused:
+            _small_graph(app, other)
+        assert refused.value.details["reason"] == "another_store"
+    finally:
+        other.close()
+    assert _count(app) == 0
