@@ -102,7 +102,6 @@ def test_enqueue_many_writes_all_or_none_in_the_callers_transaction(driver: Driv
     assert all(app.store.get_occurrence(o.id) is not None for o in made)
 
 
-
 def test_enqueue_many_async_without_conn_and_refusing_a_sync_one(sqlite_driver: Driver) -> None:
     app = sqlite_driver.app
     made = asyncio.run(app.enqueue_many_async("confirm", [{"n": 1}, {"n": 2}], keys=["a", "b"]))
@@ -117,6 +116,7 @@ def test_enqueue_many_async_without_conn_and_refusing_a_sync_one(sqlite_driver: 
     assert misplaced.value.details["reason"] == "sync_connection"
     caller.commit()
     assert _count(app) == 2
+
 
 def _wait_until_blocked(driver: Driver, done: threading.Event) -> None:
     """PostgreSQL: until a backend of this database waits on a lock (the second transaction
