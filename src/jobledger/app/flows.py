@@ -194,7 +194,7 @@ class FlowMethods(EnqueueMethods):
         the block writes nothing and leaves the caller's transaction usable; an abandoned block
         sends nothing on ``conn``. The builder reads jobs and keys through the store's own
         connection, so it does not see what the caller's transaction wrote before the flow: a
-        key first used there is a flow conflict.
+        key first used there, for another instant, is a flow conflict.
         """
         if conn is not None:
             self._caller_tx_store()  # refuses a store that cannot write in a caller's transaction
