@@ -14,7 +14,7 @@ import pytest
 import jobledger
 from jobledger.testing import FakeClock
 from tests.store.pg_support import postgres_database_url, postgres_template
-from tests.transactions.drivers import POSTGRES, SQLITE, Driver
+from tests.transactions.drivers import ASYNC, POSTGRES, SQLITE, Driver
 
 __all__ = ["postgres_database_url", "postgres_template"]
 
@@ -65,3 +65,16 @@ def psycopg_driver(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> Iterator[Driver]:
     yield from _driver("psycopg", tmp_path, clock, request)
+
+
+@pytest.fixture(
+    params=[
+        *SQLITE,
+        *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES if name not in ASYNC),
+    ]
+)
+def sync_driver(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[Driver]:
+    """Every synchronous connection kind (what ``app.flow(conn=...)`` takes)."""
+    yield from _driver(str(request.param), tmp_path, clock, request)

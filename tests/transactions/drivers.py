@@ -3,9 +3,9 @@
 A test opens a transaction with ``driver.begin()`` and gets a :class:`Caller`: ``order(n)`` is
 the application's own statement (a row in its ``orders`` table), ``enqueue(...)`` is
 ``app.enqueue(..., conn=<the native connection>)`` (``await app.enqueue_async`` for the async
-drivers, run on the caller's own event loop), ``commit()``/``rollback()`` end it the way that
-driver's users do. Each driver also makes the application's ``orders`` table and counts it
-from a connection of its own.
+drivers, run on the caller's own event loop; ``enqueue_many`` likewise), and
+``commit()``/``rollback()`` end it the way that driver's users do. Each driver also makes the
+application's ``orders`` table and counts it from a connection of its own.
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ class Caller:
         return self.app.enqueue(job_id, conn=self.native, **options)
 
     def enqueue_many(self, payloads: list[Any], **options: Any) -> list[jobledger.Occurrence]:
-        assert self.loop is None, "enqueue_many has no async twin"
+        if self.loop is not None:
+            return self.loop.run_until_complete(
+                self.app.enqueue_many_async("confirm", payloads, conn=self.native, **options)
+            )
         return self.app.enqueue_many("confirm", payloads, conn=self.native, **options)
 
     def commit(self) -> None:

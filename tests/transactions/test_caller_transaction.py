@@ -7,6 +7,7 @@ PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from tests.transactions.drivers import ASYNC, Driver, outside_transaction
+from tests.transactions.drivers import Driver, outside_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,8 +88,6 @@ def test_a_used_key_answers_the_occurrence_and_the_callers_transaction_goes_on(
 
 
 def test_enqueue_many_writes_all_or_none_in_the_callers_transaction(driver: Driver) -> None:
-    if driver.name in ASYNC:
-        pytest.skip("enqueue_many has no async twin")
     app = driver.app
     caller = driver.begin()
     caller.order(1)
@@ -101,6 +100,22 @@ def test_enqueue_many_writes_all_or_none_in_the_callers_transaction(driver: Driv
     assert driver.orders() == [1, 2]
     assert _count(app) == 2  # "c" went with the failed call's savepoint
     assert all(app.store.get_occurrence(o.id) is not None for o in made)
+
+
+def test_enqueue_many_async_without_conn_and_refusing_a_sync_one(sqlite_driver: Driver) -> None:
+    app = sqlite_driver.app
+    made = asyncio.run(app.enqueue_many_async("confirm", [{"n": 1}, {"n": 2}], keys=["a", "b"]))
+    assert [o.payload for o in made] == [{"n": 1}, {"n": 2}]
+    assert all(app.store.get_occurrence(o.id) is not None for o in made)
+    with pytest.raises(jobledger.SchedulerError) as bad:
+        asyncio.run(app.enqueue_many_async("confirm", [{"n": 3}], keys=["c", "d"]))
+    assert bad.value.details["field"] == "keys"
+    caller = sqlite_driver.begin()
+    with pytest.raises(jobledger.SchedulerError) as misplaced:
+        asyncio.run(app.enqueue_many_async("confirm", [{"n": 3}], conn=caller.native))
+    assert misplaced.value.details["reason"] == "sync_connection"
+    caller.commit()
+    assert _count(app) == 2
 
 
 def _wait_until_blocked(driver: Driver, done: threading.Event) -> None:

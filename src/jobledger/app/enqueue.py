@@ -198,6 +198,39 @@ class EnqueueMethods(TransactionMethods):
         ``after``/``on_parent_failure`` as for :meth:`enqueue`, the same parents for each. Traced
         as one ``send <queue>`` span for the whole batch.
         """
+        items = self._many_items(payloads, keys, partitions)
+        with self._tracing.send(job_id, queue) as sending:
+            requests = self._many_requests(
+                job_id,
+                items,
+                keys=keys,
+                at=at,
+                at_ms=at_ms,
+                delay=delay,
+                delay_ms=delay_ms,
+                queue=queue,
+                priority=priority,
+                partitions=partitions,
+                after=after,
+                on_parent_failure=on_parent_failure,
+                trace_context=None if sending is None else sending.context,
+            )
+            if conn is not None:
+                occurrences = self._enqueue_in_transaction(conn, requests)
+            else:
+                occurrences = self.store.enqueue_batch(requests)
+            if sending is not None:
+                sending.sent(occurrences)
+            return occurrences
+
+
+    @staticmethod
+    def _many_items(
+        payloads: Iterable[Any],
+        keys: Sequence[str] | None,
+        partitions: Sequence[str | None] | None,
+    ) -> list[Any]:
+        """``payloads`` as a list, checked with ``keys`` and ``partitions`` (one per payload)."""
         if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(
                 "payloads must be a list of payloads", details={"field": "payloads"}
@@ -217,37 +250,48 @@ class EnqueueMethods(TransactionMethods):
                 f"enqueue_many takes at most {contract.MAX_ENQUEUE_BATCH} payloads per call",
                 details={"count": len(items), "limit": contract.MAX_ENQUEUE_BATCH},
             )
+        return items
+
+    def _many_requests(
+        self,
+        job_id: str,
+        items: list[Any],
+        *,
+        keys: Sequence[str] | None,
+        at: datetime | None,
+        at_ms: int | None,
+        delay: timedelta | None,
+        delay_ms: int | None,
+        queue: str | None,
+        priority: int | None,
+        partitions: Sequence[str | None] | None,
+        after: Sequence[Occurrence | str] | None,
+        on_parent_failure: ParentFailurePolicy | None,
+        trace_context: Mapping[str, str] | None,
+    ) -> list[EnqueueRequest]:
+        """What :meth:`enqueue_many` asks the store for, one request per item."""
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
         parents = _parent_ids(after)
-        with self._tracing.send(job_id, queue) as sending:
-            trace_context = None if sending is None else sending.context
-            requests: list[EnqueueRequest] = []
-            for index, payload in enumerate(items):
-                trigger_key, once = self._trigger_key(None if keys is None else keys[index])
-                requests.append(
-                    EnqueueRequest(
-                        job_id=job_id,
-                        scheduled_for=scheduled_for,
-                        trigger_key=trigger_key,
-                        payload=payload,
-                        once_per_trigger=once,
-                        match_payload=once,
-                        queue=queue,
-                        priority=priority,
-                        partition=None if partitions is None else partitions[index],
-                        after=parents,
-                        on_parent_failure=on_parent_failure,
-                        trace_context=trace_context,
-                    )
+        requests: list[EnqueueRequest] = []
+        for index, payload in enumerate(items):
+            trigger_key, once = self._trigger_key(None if keys is None else keys[index])
+            requests.append(
+                EnqueueRequest(
+                    job_id=job_id,
+                    scheduled_for=scheduled_for,
+                    trigger_key=trigger_key,
+                    payload=payload,
+                    once_per_trigger=once,
+                    match_payload=once,
+                    queue=queue,
+                    priority=priority,
+                    partition=None if partitions is None else partitions[index],
+                    after=parents,
+                    on_parent_failure=on_parent_failure,
+                    trace_context=trace_context,
                 )
-            if conn is not None:
-                occurrences = self._enqueue_in_transaction(conn, requests)
-            else:
-                occurrences = self.store.enqueue_batch(requests)
-            if sending is not None:
-                sending.sent(occurrences)
-            return occurrences
-
+            )
+        return requests
 
 def _parent_ids(after: Sequence[Occurrence | str] | None) -> tuple[str, ...]:
     """The occurrence ids of ``after`` (occurrences or ids; SPEC §10)."""

@@ -7,6 +7,9 @@
         summary = flow.enqueue("summary", after=images)
     # committed here, in one transaction; an exception inside the block writes nothing
 
+    with app.flow(conn=conn) as flow:   # the same, inside the caller's open transaction (§8)
+        ...
+
 The builder reads each job once and returns, from ``flow.enqueue``, the occurrence the commit
 will write (its id is exact: the commit refuses with ``SCHEDULER_FLOW_CONFLICT`` and writes
 nothing if a job changed revision, or a key was taken, meanwhile). ``flow.occurrences`` holds
@@ -24,7 +27,7 @@ from typing import Any
 from .. import contract
 from ..errors import IdempotencyPayloadMismatch, InvalidArgument, JobDisabled, NotFound
 from ..models import UNSET, EnqueueRequest, Job, Occurrence, ParentFailurePolicy
-from ..store import inputs, rows
+from ..store import caller, inputs, rows
 from .enqueue import EnqueueMethods, _parent_ids
 
 __all__ = ["Flow", "FlowMethods"]
@@ -33,8 +36,9 @@ __all__ = ["Flow", "FlowMethods"]
 class Flow:
     """The builder :meth:`FlowMethods.flow` yields: collects a graph, written on exit."""
 
-    def __init__(self, app: EnqueueMethods) -> None:
+    def __init__(self, app: EnqueueMethods, conn: object = None) -> None:
         self._app = app
+        self._conn = conn
         self._requests: list[EnqueueRequest] = []
         self._expected: list[str] = []
         self._jobs: dict[str, Job] = {}
@@ -124,7 +128,12 @@ class Flow:
 
     def _commit(self) -> None:
         self.committed = True
-        if self._requests:
+        if self._conn is not None:
+            # Even an empty flow checks the caller's connection, as enqueue_many(conn=) does.
+            self.occurrences = self._app._enqueue_flow_in_transaction(
+                self._conn, self._requests, self._expected
+            )
+        elif self._requests:
             self.occurrences = self._app.store.enqueue_flow(
                 self._requests, expected_ids=self._expected
             )
@@ -172,19 +181,40 @@ class FlowMethods(EnqueueMethods):
     """``app.flow()``: a graph of occurrences written in one transaction."""
 
     @contextmanager
-    def flow(self, conn: None = None) -> Iterator[Flow]:
+    def flow(self, conn: object = None) -> Iterator[Flow]:
         """Collect ``flow.enqueue(...)`` calls and write them all in one transaction when the
         block ends; an exception inside the block (an abandoned flow) writes nothing.
 
-        ``conn`` is reserved for writing the flow inside a caller's own database transaction;
-        this version writes it in a transaction of its own and refuses any other value.
+        ``conn`` writes the graph inside the caller's open transaction (SPEC §8: a synchronous
+        psycopg ``Connection``, SQLAlchemy ``Connection``/``Session``, Django ``connection``
+        inside ``transaction.atomic()``, or a ``sqlite3.Connection`` on the store's own file),
+        under the rules of :meth:`enqueue` with ``conn``: in a savepoint, never begun,
+        committed or rolled back by jobledger, visible to workers when the caller commits. A
+        refusal (``SCHEDULER_INVALID_ARGUMENT``) or ``SCHEDULER_FLOW_CONFLICT`` at the end of
+        the block writes nothing and leaves the caller's transaction usable; an abandoned block
+        sends nothing on ``conn``. The builder reads jobs and keys through the store's own
+        connection, so it does not see what the caller's transaction wrote before the flow: a
+        key first used there, for another instant, is a flow conflict.
         """
         if conn is not None:
-            raise InvalidArgument(
-                "flow(conn=...) is not supported by this version: the flow is written in its "
-                "own transaction (leave conn out)",
-                details={"field": "conn"},
-            )
-        builder = Flow(self)
+            self._caller_tx_store()  # refuses a store that cannot write in a caller's transaction
+            _refuse_early(conn)
+        builder = Flow(self, conn)
         yield builder
         builder._commit()
+
+
+def _refuse_early(conn: object) -> None:
+    """Refuse, before the block runs, a ``conn`` that cannot take the flow: a kind jobledger
+    does not accept, an async one (``app.flow`` is synchronous), or a SQLAlchemy or Django one
+    outside a transaction. The commit checks it again in full (the store, the transaction)."""
+    try:
+        caller.resolve(conn)
+    except InvalidArgument as exc:
+        if (exc.details or {}).get("reason") == "async_connection":
+            raise InvalidArgument(
+                "app.flow(conn=...) takes a synchronous connection or session; an async one "
+                "can go to app.enqueue_async(..., conn=...)",
+                details={"field": "conn", "reason": "async_connection"},
+            ) from None
+        raise

@@ -49,6 +49,13 @@ class TransactionMethods(AppBase):
     ) -> list[Occurrence]:
         return self._caller_tx_store().enqueue_in_transaction(conn, requests)
 
+    def _enqueue_flow_in_transaction(
+        self, conn: object, requests: Sequence[EnqueueRequest], expected_ids: Sequence[str]
+    ) -> list[Occurrence]:
+        return self._caller_tx_store().enqueue_flow_in_transaction(
+            conn, requests, expected_ids=expected_ids
+        )
+
     async def _enqueue_in_transaction_async(
         self, conn: object, requests: Sequence[EnqueueRequest]
     ) -> list[Occurrence]:

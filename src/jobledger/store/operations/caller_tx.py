@@ -1,11 +1,12 @@
-"""Enqueue inside the caller's own transaction (SPEC §8).
+"""Enqueue inside the caller's own transaction (SPEC §8), one batch or a whole flow (SPEC §10).
 
-The same enqueue as :meth:`~jobledger.Store.enqueue_batch` — the same named queries, the same
-key rule, through :meth:`OccurrenceOperations._enqueue_body` — but run in a transaction the
-caller opened on its own connection, instead of one the store opens, commits and retries. Each
-store runs it through its dialect's adapter (``postgres/caller.py``, ``sqlite/caller.py``),
-which refuses a connection outside a transaction or on another store and wraps the work in a
-savepoint; which drivers are accepted is ``store/caller.py``'s business.
+The same enqueue as :meth:`~jobledger.Store.enqueue_batch` and
+:meth:`~jobledger.Store.enqueue_flow` — the same named queries, the same key rule and the same
+flow check, through :meth:`OccurrenceOperations._enqueue_body` and ``flow_plan`` — but run in
+a transaction the caller opened on its own connection, instead of one the store opens, commits
+and retries. Each store runs it through its dialect's adapter (``postgres/caller.py``,
+``sqlite/caller.py``), which refuses a connection outside a transaction or on another store and
+wraps the work in a savepoint; which drivers are accepted is ``store/caller.py``'s business.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ...errors import InvalidArgument
 from ...models import EnqueueRequest, Occurrence
 from .. import caller, inputs
 from ..tx import Tx
-from .occurrences import OccurrenceOperations
+from .occurrences import OccurrenceOperations, flow_plan
 
 __all__ = ["CallerTxOperations"]
 
@@ -59,11 +60,29 @@ class CallerTxOperations(OccurrenceOperations):
         body = self._body(normalized)
         return await asyncio.to_thread(self._in_caller_transaction, link, body, loop)
 
-    def _body(self, requests: Sequence[inputs.EnqueueInput]) -> Callable[[Tx], list[Occurrence]]:
+    def enqueue_flow_in_transaction(
+        self, conn: object, requests: Sequence[EnqueueRequest], *, expected_ids: Sequence[str]
+    ) -> list[Occurrence]:
+        """:meth:`enqueue_flow` (``App.flow(conn=...)``) written in the transaction open on
+        ``conn``, with the rules and refusals of :meth:`enqueue_in_transaction`. The flow's
+        check runs inside the savepoint: ``SCHEDULER_FLOW_CONFLICT`` (or an unknown parent)
+        rolls back the whole graph and leaves the caller's transaction as it was."""
+        self._assert_open()
+        link = caller.resolve(conn)
+        normalized, check = flow_plan(requests, expected_ids)
+        return self._in_caller_transaction(link, self._body(normalized, check))
+
+    def _body(
+        self,
+        requests: Sequence[inputs.EnqueueInput],
+        check: Callable[[list[Occurrence]], None] | None = None,
+    ) -> Callable[[Tx], list[Occurrence]]:
         def body(tx: Tx) -> list[Occurrence]:
             if not requests:
                 return []
             occurrences, _ = self._enqueue_body(tx, requests)
+            if check is not None:
+                check(occurrences)  # raising here rolls back to the savepoint
             return occurrences
 
         return body

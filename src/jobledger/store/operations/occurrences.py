@@ -30,11 +30,38 @@ from .firings import (
     new_occurrence,
 )
 
-__all__ = ["OccurrenceOperations"]
+__all__ = ["OccurrenceOperations", "flow_plan"]
 
 # A stale cached job costs one re-read; after that the job row read inside the transaction is
 # current, so a second miss means the job really is missing or disabled.
 _ENQUEUE_TRIES = 2
+
+
+def flow_plan(
+    requests: Sequence[EnqueueRequest], expected_ids: Sequence[str]
+) -> tuple[list[inputs.EnqueueInput], Callable[[list[Occurrence]], None]]:
+    """A flow's requests, checked, and the check its transaction runs on what it wrote:
+    ``SCHEDULER_FLOW_CONFLICT`` unless each request wrote, or found by its key, the occurrence
+    at the same index of ``expected_ids`` (shared by :meth:`OccurrenceOperations.enqueue_flow`
+    and the caller-transaction twin in ``caller_tx.py``)."""
+    normalized = inputs.normalize_enqueue_batch(requests)
+    if not isinstance(expected_ids, (list, tuple)) or len(expected_ids) != len(normalized):
+        raise InvalidArgument(
+            "expected_ids must hold one occurrence id per request",
+            details={"field": "expectedIds"},
+        )
+
+    def check(written: list[Occurrence]) -> None:
+        for index, (occurrence, expected) in enumerate(zip(written, expected_ids, strict=True)):
+            if occurrence.id != expected:
+                raise Conflict(
+                    "The flow changed while it was built (a job was updated, or a key was "
+                    "used meanwhile); nothing was written: build it again",
+                    code="SCHEDULER_FLOW_CONFLICT",
+                    details={"index": index, "expected": expected, "actual": occurrence.id},
+                )
+
+    return normalized, check
 
 
 class OccurrenceOperations(OperationsBase):
@@ -104,26 +131,10 @@ class OccurrenceOperations(OperationsBase):
     def enqueue_flow(
         self, requests: Sequence[EnqueueRequest], *, expected_ids: Sequence[str]
     ) -> list[Occurrence]:
-        normalized = inputs.normalize_enqueue_batch(requests)
-        if not isinstance(expected_ids, (list, tuple)) or len(expected_ids) != len(normalized):
-            raise InvalidArgument(
-                "expected_ids must hold one occurrence id per request",
-                details={"field": "expectedIds"},
-            )
+        normalized, check = flow_plan(requests, expected_ids)
         if not normalized:
             self._assert_open()
             return []
-
-        def check(written: list[Occurrence]) -> None:
-            for index, (occurrence, expected) in enumerate(zip(written, expected_ids, strict=True)):
-                if occurrence.id != expected:
-                    raise Conflict(
-                        "The flow changed while it was built (a job was updated, or a key was "
-                        "used meanwhile); nothing was written: build it again",
-                        code="SCHEDULER_FLOW_CONFLICT",
-                        details={"index": index, "expected": expected, "actual": occurrence.id},
-                    )
-
         return self._enqueue_requests(normalized, check)
 
     def _enqueue_requests(
