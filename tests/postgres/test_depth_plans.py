@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobledger.store.postgres.store import QUERIES
+from jobledger.store.postgres.tx import QUERIES
 from tests.postgres.test_query_plan import (
     HELD,
     IN_FRONT,

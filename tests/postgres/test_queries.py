@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import jobledger.store.postgres.store as pg_store
+import jobledger.store.postgres.tx as pg_store
 import jobledger.store.sqlite.store as sqlite_store
 from jobledger.store.sql import SHARED_QUERIES, load_queries, load_store_queries
 

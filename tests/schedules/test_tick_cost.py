@@ -148,7 +148,7 @@ def _plan_text(store, query):
         params = {"now": 0, "limit": 10}
         with store._connection.reading() as conn:
             return " | ".join(str(row["detail"]) for row in conn.execute(sql, params).fetchall())
-    from jobledger.store.postgres.store import QUERIES
+    from jobledger.store.postgres.tx import QUERIES
 
     sql = "EXPLAIN " + QUERIES[query]
 
