@@ -46,7 +46,12 @@ def report(ctx: jobledger.JobContext) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in app.store.count_occurrences():
         counts[row.status] = counts.get(row.status, 0) + row.count
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    # "running" counts every claimed occurrence: this report's own, and any the worker claimed
+    # ahead of a free slot (its prefetch), so a worker with one slot can show two.
+    summary = ", ".join(
+        f"{n} claimed (running or taken ahead)" if status == "running" else f"{n} {status}"
+        for status, n in sorted(counts.items())
+    )
     minute = ctx.occurrence.scheduled_time
     print(f"[demo] minute report at {minute:%H:%M:%S}: {summary}", flush=True)
     return counts
