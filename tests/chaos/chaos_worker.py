@@ -71,7 +71,8 @@ class Effects:
 
 
 class StepCounter(Observer):
-    """What the harness cannot see from outside: the steps the worker noticed, the leases it lost."""
+    """What the harness cannot see from outside: the steps the worker noticed, the leases it
+    lost."""
 
     def __init__(self) -> None:
         self.steps: list[dict[str, Any]] = []

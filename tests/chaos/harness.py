@@ -47,8 +47,15 @@ from typing import Any
 import jobledger
 
 from .checks import TERMINAL, measure, read_evidence, verify
-from .clocksteps import HOUR_MS, clock_path, mark_live_events, set_clock, step_clocks
-from .clocksteps import stepped_summary
+from .clocksteps import (
+    HOUR_MS,
+    clock_path,
+    clock_problems,
+    mark_live_events,
+    set_clock,
+    step_clocks,
+    stepped_summary,
+)
 from .pgcluster import PrivateCluster
 
 WORKER = Path(__file__).with_name("chaos_worker.py")
@@ -87,6 +94,7 @@ class ChaosConfig:
     clock_forward_ms: int = 2 * HOUR_MS
     clock_back_ms: int = HOUR_MS
     clock_phase_s: float = 3.0
+    clock_slow_ms: int = 5_000  # one ``work`` this long per worker, enqueued at each step
 
     @classmethod
     def preset(cls, name: str, store: str, seed: int) -> ChaosConfig:
@@ -128,8 +136,13 @@ class ChaosConfig:
                 backlog=3_000 if long else 600,
                 extra=600 if long else 150,
                 work_ms=(5, 60),
+                # A short lease, and handlers longer than it at each step (``clock_slow_ms``):
+                # leases expire in the forward-stepped worker's eyes, and on the system clock
+                # those the backward-stepped worker holds through its phase (it renews them
+                # from an hour ago, and a renewal never shortens a lease, so they do not move).
+                lease_s=3.0,
                 clock_steps=24 if long else 3,
-                clock_phase_s=6.0 if long else 3.0,
+                clock_phase_s=4.0,
             )
         raise ValueError(f"unknown preset {name!r}")
 
@@ -160,6 +173,7 @@ class RunLog:
     # event written while every worker still lived (takeovers up to it were from live owners)
     clock_steps: list[dict[str, Any]] = field(default_factory=list)
     live_through_event: int | None = None
+    clock_exposure: list[dict[str, int]] = field(default_factory=list)  # per cycle, see clocksteps
 
 
 class WorkerProcess:
@@ -462,6 +476,8 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         harness.run()
         evidence = read_evidence(harness)
         problems, facts = verify(harness, evidence)
+        if config.clock_steps:
+            problems += clock_problems(harness, facts)
         timing = measure(harness, evidence)
     finally:
         harness.close()

@@ -34,7 +34,7 @@ def write_offset(path: Path, offset_ms: int) -> None:
 
 
 class OffsetClock:
-    """Epoch ms: :func:`jobledger.system_clock` plus the offset in ``path`` at the time of the call."""
+    """Epoch ms: :func:`jobledger.system_clock` plus the offset in ``path`` when called."""
 
     def __init__(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
