@@ -75,7 +75,7 @@ def test_session_cuts_never_reap_or_rerun_under_a_live_holder(tmp_path):
 
 @pytest.mark.timeout(900 if PRESET == "long" else 240)
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
-def test_clock_steps_take_no_lease_from_a_live_owner_on_sqlite(store, tmp_path):
+def test_clock_steps_under_live_workers(store, tmp_path):
     """Issue 17 (10): live workers' clocks step 2 h forward and 1 h back, nobody dies. SQLite:
     no lease of a live owner is taken over, nothing runs again under a live holder. PostgreSQL
     (the injected clock stands for the database's, seen by one worker): leases are judged on
