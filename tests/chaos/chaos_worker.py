@@ -6,7 +6,10 @@ Usage: python chaos_worker.py CONFIG_JSON
 owner id), ``effects`` (the side-effect file), ``planner`` (plan schedules or not), the worker
 settings, ``summary`` (where the worker's summary goes when it stops gracefully) and ``ready``
 (written once the worker runs). Optional: ``schedules`` (declare the schedules, default true) and
-``block_s`` (every ``work`` handler hangs this long: a worker stuck holding its claims).
+``block_s`` (every ``work`` handler hangs this long: a worker stuck holding its claims) and
+``clock_file`` (the worker's clock — for the app, its runtime and its store — is the system
+clock plus the offset the harness writes there: :mod:`tests.chaos.offset_clock`; the summary
+then counts the clock steps the worker noticed and the leases it lost).
 
 Every handler records its side effects *outside the store*, in an append-only file, one JSON
 line per ``write(2)`` on an ``O_APPEND`` descriptor (so lines from concurrent processes never
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import jobledger
+from jobledger.engine.observe import Observer
 
 SCHEDULES = {"tick-1s": timedelta(seconds=1), "tick-3s": timedelta(seconds=3)}
 SCHEDULE_MAX_ATTEMPTS = 32
@@ -66,14 +70,38 @@ class Effects:
         os.write(self._fd, (line + "\n").encode())
 
 
+class StepCounter(Observer):
+    """What the harness cannot see from outside: the steps the worker noticed, the leases it
+    lost."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.leases_lost: list[str] = []
+
+    def clock_stepped(self, direction: str, seconds: float) -> None:
+        self.steps.append({"direction": direction, "s": round(seconds, 1)})
+
+    def lease_lost(self, occurrence: jobledger.Occurrence) -> None:
+        self.leases_lost.append(occurrence.id)
+
+
+def _offset_clock(path: str) -> jobledger.Clock:
+    # The script runs as a file (its directory first on sys.path), not as a package module.
+    from offset_clock import OffsetClock
+
+    return OffsetClock(path)
+
+
 def build_app(config: dict[str, Any]) -> jobledger.App:
     effects = Effects(config["effects"], config["owner"])
     block_s = config.get("block_s")  # every ``work`` handler hangs this long (a stuck worker)
+    clock_file = config.get("clock_file")
     app = jobledger.App(
         config["target"],
         name="chaos",
         authorize=jobledger.allow_all,
         store_options=config.get("store_options") or None,
+        clock=None if clock_file is None else _offset_clock(clock_file),
     )
     fast_retry = jobledger.FixedBackoff(timedelta(milliseconds=50))
 
@@ -132,6 +160,7 @@ def main(config_text: str) -> int:
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.set())
     app = build_app(config)
+    counter = StepCounter()
     with app:
         if config.get("schedules", True):
             declare_schedules(app)
@@ -145,6 +174,7 @@ def main(config_text: str) -> int:
             poll_interval=timedelta(seconds=config["poll_s"]),
             plan_interval=timedelta(seconds=1),
             grace_period=timedelta(seconds=10),
+            observer=counter if config.get("clock_file") else None,
         )
 
         def announce() -> None:
@@ -165,6 +195,8 @@ def main(config_text: str) -> int:
                 "forced": summary.forced,
                 "reaped": summary.reaped,
                 "plans": summary.plans,
+                "clock_steps_noticed": counter.steps,
+                "leases_lost": counter.leases_lost,
             },
             out,
         )

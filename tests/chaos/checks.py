@@ -62,6 +62,12 @@ def _rows_postgres(url: str, sql: str) -> list[dict[str, Any]]:
         return list(conn.execute(sql).fetchall())
 
 
+def read_rows(harness: Harness, sql: str) -> list[dict[str, Any]]:
+    """Rows of ``sql`` read straight from the run's store (read-only on SQLite)."""
+    rows = _rows_postgres if harness.config.store == "postgres" else _rows_sqlite
+    return rows(harness.target, sql)
+
+
 def read_evidence(harness: Harness) -> Evidence:
     target = harness.target
     rows = _rows_postgres if harness.config.store == "postgres" else _rows_sqlite
@@ -127,6 +133,11 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
     * a claim of a running occurrence is always a reclaim (its lease had ended): after
       ``owner_gone`` (an ``occurrence_lease_expired`` event first) or a natural expiry;
     * a killed worker wrote nothing after its death;
+    * (counted, for the runs that require none) leases taken from a live owner: ended as
+      ``owner_gone`` before the owner was killed or asked to stop; and, in runs that mark the
+      last event written while every worker lived (clock steps), every takeover up to it — a
+      reclaim of a running occurrence, a lease ended, a final attempt dead-lettered as
+      ``lease_expired``;
     * the audit log of one occurrence never goes back in time: ``occurred_at`` does not
       decrease from one event to the next (in the order they were written) — a lease the
       reaper ended is not renewed or settled later by a transaction that read an earlier clock;
@@ -139,6 +150,17 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
     counts: Counter[str] = Counter()
     occurrences, events = evidence.occurrences, evidence.events
     kills = {kill.owner: kill for kill in harness.log.kills}
+    live_through = harness.log.live_through_event
+
+    def holder_lived(owner: str, event: dict[str, Any]) -> bool:
+        """Whether ``owner`` was alive, not yet asked to stop, when ``event`` was written. With
+        a live mark, by audit order: store instants are on the workers' (stepped) clocks."""
+        if owner in kills:
+            return False
+        if live_through is not None:
+            return int(event["event_id"]) <= live_through
+        stopped_ms = harness.log.stops.get(owner)
+        return stopped_ms is None or event["occurred_at"] < stopped_ms
 
     # -- terminal, by policy; none lost --------------------------------------------------
     for occurrence_id, kind in harness.log.enqueued.items():
@@ -191,10 +213,26 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
                     f"{previous['event_type']} at {previous['occurred_at']}: time went back"
                 )
             if kind == "occurrence_lease_expired" and event["data"].get("reason") == "owner_gone":
-                owner = event["owner_id"]
-                stopped_ms = harness.log.stops.get(owner)
-                if owner not in kills and (stopped_ms is None or event["occurred_at"] < stopped_ms):
-                    counts[f"reaped_live_owner:{owner}"] += 1
+                if holder_lived(event["owner_id"], event):
+                    counts[f"reaped_live_owner:{event['owner_id']}"] += 1
+            if live_through is not None:
+                # The holder of the lease: named by the event when it ends one (owner_id), by
+                # the claim before it when it is a reclaim (whose owner_id is the new holder).
+                if kind == "occurrence_lease_expired" and holder_lived(event["owner_id"], event):
+                    counts[f"taken_live:lease_ended_{event['data'].get('reason')}"] += 1
+                elif (
+                    kind == "occurrence_reclaimed"
+                    and latest_claim is not None
+                    and (previous is None or previous["event_type"] != "occurrence_lease_expired")
+                    and holder_lived(latest_claim["owner_id"], event)
+                ):
+                    counts["taken_live:reclaimed_expired_lease"] += 1
+                elif (
+                    kind == "occurrence_dead_lettered"
+                    and event["data"].get("reason") == "lease_expired"
+                    and holder_lived(event["owner_id"], event)
+                ):
+                    counts["taken_live:dead_lettered_lease_expired"] += 1
             if kind in CLAIMS:
                 claim_by_fence[event["fence"]] = event
                 if event["data"].get("previousStatus") == "running":
@@ -306,7 +344,7 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
             sorted(
                 (k, v)
                 for k, v in counts.items()
-                if ":" in k and not k.startswith(("rerun", "skipped", "reaped"))
+                if ":" in k and not k.startswith(("rerun", "skipped", "reaped", "taken_live"))
             )
         ),
         "reexecutions": dict(reexecutions),
@@ -320,6 +358,10 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
         # worker was taken for dead.
         "reaped_live_owner": {
             k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("reaped_live")
+        },
+        # Clock-step runs: every lease taken from an owner that was alive and not stopping.
+        "taken_over_from_live_owner": {
+            k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("taken_live")
         },
         "overlapping_executions": overlaps,
         "duplicated_side_effects": duplicated_effects,

@@ -16,7 +16,12 @@ One run (:func:`run_chaos`), seeded so it can be repeated:
    one live worker has all its backends terminated (``pg_terminate_backend`` from a separate
    connection) every that many seconds — a flapping network or pooler — while the others keep
    working and reaping. None of those workers is gone, so nothing may be reaped or run again.
-3. The survivors are stopped gracefully, and fresh workers without a planner drain what is left.
+   *Clock-step runs* (``clock_steps`` set; :mod:`tests.chaos.clocksteps`) kill nobody either:
+   every worker's store clock is the system clock plus an offset the harness writes, and live
+   workers' clocks are stepped 2 h forward and 1 h back, and back again, several times.
+3. The survivors are stopped gracefully, and fresh workers without a planner drain what is left
+   (in a clock-step run, on a clock as far forward as any worker's went: work placed at a
+   stepped worker's "now" is due then).
 4. :func:`verify` reads the store, the audit log and the side-effect file and lists every
    violation (see its docstring); :func:`measure` computes the figures.
 
@@ -42,6 +47,15 @@ from typing import Any
 import jobledger
 
 from .checks import TERMINAL, measure, read_evidence, verify
+from .clocksteps import (
+    HOUR_MS,
+    clock_path,
+    clock_problems,
+    mark_live_events,
+    set_clock,
+    step_clocks,
+    stepped_summary,
+)
 from .pgcluster import PrivateCluster
 
 WORKER = Path(__file__).with_name("chaos_worker.py")
@@ -74,6 +88,13 @@ class ChaosConfig:
     # victim's backends, one phase per cadence, each ``cut_phase_s`` long; more work per phase.
     session_cuts: tuple[float, ...] = ()
     cut_phase_s: float = 5.0
+    # Clock-step run (see the module docstring): cycles of one worker's clock stepped forward
+    # and another's back, each held ``clock_phase_s`` then stepped back to the system clock.
+    clock_steps: int = 0
+    clock_forward_ms: int = 2 * HOUR_MS
+    clock_back_ms: int = HOUR_MS
+    clock_phase_s: float = 3.0
+    clock_slow_ms: int = 5_000  # one ``work`` this long per worker, enqueued at each step
 
     @classmethod
     def preset(cls, name: str, store: str, seed: int) -> ChaosConfig:
@@ -106,6 +127,23 @@ class ChaosConfig:
                 else (0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0),
                 cut_phase_s=30.0 if long else 4.0,
             )
+        if name in ("clock", "clock-long"):
+            long = name == "clock-long"
+            return cls(
+                store=store,
+                seed=seed,
+                rounds=0,
+                backlog=3_000 if long else 600,
+                extra=600 if long else 150,
+                work_ms=(5, 60),
+                # A short lease, and handlers longer than it at each step (``clock_slow_ms``):
+                # leases expire in the forward-stepped worker's eyes, and on the system clock
+                # those the backward-stepped worker holds through its phase (it renews them
+                # from an hour ago, and a renewal never shortens a lease, so they do not move).
+                lease_s=3.0,
+                clock_steps=24 if long else 3,
+                clock_phase_s=4.0,
+            )
         raise ValueError(f"unknown preset {name!r}")
 
 
@@ -131,6 +169,11 @@ class RunLog:
     stops: dict[str, int] = field(default_factory=dict)  # owner -> epoch ms its stop was asked
     # session-cut runs: cadence (s) -> (victim, cuts made, backends terminated)
     session_cuts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # clock-step runs: every step made (owner, step_ms, offset_ms, at_ms), and the newest audit
+    # event written while every worker still lived (takeovers up to it were from live owners)
+    clock_steps: list[dict[str, Any]] = field(default_factory=list)
+    live_through_event: int | None = None
+    clock_exposure: list[dict[str, int]] = field(default_factory=list)  # per cycle, see clocksteps
 
 
 class WorkerProcess:
@@ -153,6 +196,8 @@ class WorkerProcess:
             "ready": str(self.ready_path),
             "store_options": {"pool_max_size": 4} if config.store == "postgres" else {},
         }
+        if config.clock_steps:
+            settings["clock_file"] = clock_path(harness, owner)
         self.log_path = harness.workdir / f"{owner}.log"
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
@@ -174,6 +219,7 @@ class Harness:
         self.target = ""
         self._serial = 0
         self.running: dict[str, WorkerProcess] = {}
+        self.clock_offsets: dict[str, int] = {}  # clock-step runs: owner -> offset (ms)
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -225,6 +271,9 @@ class Harness:
     def spawn(self, *, planner: bool = True) -> WorkerProcess:
         self._serial += 1
         owner = f"w{self._serial}"
+        if self.config.clock_steps:
+            # Planners start on the system clock; the final drain on the furthest one stepped to.
+            set_clock(self, owner, 0 if planner else self.config.clock_forward_ms)
         worker = WorkerProcess(self, owner, planner=planner)
         self.running[owner] = worker
         self.log.spawned.append(owner)
@@ -366,6 +415,9 @@ class Harness:
             if config.session_cuts:
                 self.wait_until_running()
                 self.cut_sessions(app)
+            if config.clock_steps:
+                self.wait_until_running()
+                step_clocks(self, app)
             for round_index in range(1, config.rounds + 1):
                 time.sleep(self.rng.uniform(config.round_min_s, config.round_max_s))
                 self.check_alive()
@@ -380,6 +432,8 @@ class Harness:
                     self.enqueue(app, "work", self.work(config.extra))
             self.check_alive()
             self.log.phases["chaos_s"] = time.monotonic() - chaos_began
+            if config.clock_steps:
+                mark_live_events(self)
             stop_began = time.monotonic()
             self.stop_all()
             self.log.phases["graceful_stop_s"] = time.monotonic() - stop_began
@@ -422,6 +476,8 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         harness.run()
         evidence = read_evidence(harness)
         problems, facts = verify(harness, evidence)
+        if config.clock_steps:
+            problems += clock_problems(harness, facts)
         timing = measure(harness, evidence)
     finally:
         harness.close()
@@ -434,6 +490,8 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         "backend_terminations": dict(log.backend_kills),
         "server_restarts": log.restarts,
         "session_cuts": log.session_cuts,
+        "clock_steps": len(log.clock_steps),
+        **(stepped_summary(harness) if config.clock_steps else {}),
         "enqueued_by_harness": len(log.enqueued),
         **facts,
         **timing,

@@ -3,6 +3,7 @@
     python -m tests.chaos.run --store sqlite --seed 7 --short
     python -m tests.chaos.run --store both --seed 7 --long --json chaos-report.json
     python -m tests.chaos.run --store postgres --cuts        # session cuts, 0.2-2 s cadences
+    python -m tests.chaos.run --store sqlite --clock         # clock steps, +2 h and -1 h
 
 Prints a summary per store (kills, restarts, re-runs, the kill-to-re-run times and every
 violation found) and exits 1 if any promise was broken. ``--keep`` leaves the work directory
@@ -35,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         help="PostgreSQL: cut a live worker's sessions at 0.2-2 s cadences (no kills)",
     )
     size.add_argument("--cuts-long", dest="preset", action="store_const", const="cuts-long")
+    size.add_argument(
+        "--clock",
+        dest="preset",
+        action="store_const",
+        const="clock",
+        help="step live workers' clocks 2 h forward and 1 h back, and back (no kills)",
+    )
+    size.add_argument("--clock-long", dest="preset", action="store_const", const="clock-long")
     parser.add_argument("--rounds", type=int, help="override the preset's number of rounds")
     parser.add_argument("--json", type=Path, help="write the reports here")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")

@@ -6,6 +6,9 @@ here); ``JOBLEDGER_CHAOS_SEED`` picks another seed. Every run prints its report.
 The session-cut run (PostgreSQL) cuts a live worker's sessions at cadences of 0.2–2 s: the
 ``cuts`` preset here (about half a minute), ``cuts-long`` (3.5 minutes of cuts) with
 ``JOBLEDGER_CHAOS=long`` or ``python -m tests.chaos.run --store postgres --cuts-long``.
+
+The clock-step run steps live workers' store clocks 2 h forward and 1 h back, three cycles here
+(about 25 s on SQLite), 24 with ``JOBLEDGER_CHAOS=long`` (``--clock-long``).
 """
 
 from __future__ import annotations
@@ -68,3 +71,41 @@ def test_session_cuts_never_reap_or_rerun_under_a_live_holder(tmp_path):
     assert report["reaped_live_owner"] == {}
     assert report["reruns_while_holder_alive"] == {}
     assert report["reexecutions_after_crash"] == 0
+
+
+@pytest.mark.timeout(900 if PRESET == "long" else 240)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_clock_steps_under_live_workers(store, tmp_path):
+    """Issue 17 (10): live workers' clocks step 2 h forward and 1 h back, nobody dies. SQLite:
+    no lease of a live owner is taken over, nothing runs again under a live holder. PostgreSQL
+    (the injected clock stands for the database's, seen by one worker): leases are judged on
+    that clock alone, so takeovers are the documented outcome — fencing must still keep every
+    occurrence settled once, nothing lost, no audit time going back."""
+    if store == "postgres" and find_pg_bin() is None:
+        pytest.skip("no PostgreSQL server binaries for a private cluster")
+    config = ChaosConfig.preset("clock-long" if PRESET == "long" else "clock", store, SEED)
+    try:
+        report = run_chaos(config, tmp_path / "clock")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    shown = {k: v for k, v in report.items() if k not in ("config", "worker_summaries")}
+    print(json.dumps({"store": store, **shown}, indent=2))
+    assert report["problems"] == []
+    assert report["kills"] == 0
+    # Four steps per cycle (forward, back, and each undone), each noticed by a stepped worker:
+    # the offset reached jobledger's clock, not just a file.
+    assert report["clock_steps"] == 4 * config.clock_steps
+    noticed = report["clock_steps_noticed"]
+    assert len(noticed) == config.workers
+    assert all(
+        {s["direction"] for s in steps} == {"forward", "backward"} for steps in noticed.values()
+    )
+    # The steps exposed leases to takeover: other workers' leases when one stepped forward.
+    assert report["clock_exposure"]["others_leases_at_forward_step"] > 0
+    assert report["duplicate_job_trigger_keys"] == 0
+    if store == "sqlite":
+        assert report["taken_over_from_live_owner"] == {}
+        assert report["reruns_while_holder_alive"] == {}
+        assert report["reaped_live_owner"] == {}
+        assert report["duplicated_side_effects"] == 0
+        assert report["leases_lost_by_live_workers"] == {}

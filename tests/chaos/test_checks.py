@@ -78,3 +78,42 @@ def test_a_lease_reaped_before_its_owner_was_stopped_counts_against_a_live_owner
     log.stops["w1"] = 4_000  # asked to stop before the reap: a stopped worker, not a live one
     _, facts = _verify(trail, log)
     assert facts["reaped_live_owner"] == {}
+
+
+def test_with_a_live_mark_every_takeover_up_to_it_counts_against_a_live_owner():
+    """Clock-step runs: store instants are on stepped clocks, so liveness is judged by audit
+    order — a reclaim or a lease_expired dead letter up to the mark was taken from a live owner,
+    one after it was not."""
+    log = RunLog()
+    log.live_through_event = 3
+    trail = [
+        _event(1, "occurrence_claimed", 1_000),
+        # w2's clock is two hours ahead: w1's lease looks expired to it
+        _event(
+            2,
+            "occurrence_reclaimed",
+            7_201_000,
+            owner="w2",
+            fence=2,
+            data={"previousStatus": "running"},
+        ),
+        _event(
+            3,
+            "occurrence_dead_lettered",
+            7_202_000,
+            owner="w2",
+            fence=2,
+            data={"reason": "lease_expired"},
+        ),
+    ]
+    _, facts = _verify(trail, log)
+    assert facts["taken_over_from_live_owner"] == {
+        "reclaimed_expired_lease": 1,
+        "dead_lettered_lease_expired": 1,
+    }
+    log.live_through_event = 1  # both written after every worker was asked to stop
+    _, facts = _verify(trail, log)
+    assert facts["taken_over_from_live_owner"] == {}
+    log.live_through_event = None  # not a clock-step run: not counted at all
+    _, facts = _verify(trail, log)
+    assert facts["taken_over_from_live_owner"] == {}
