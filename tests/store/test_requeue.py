@@ -240,3 +240,17 @@ def test_requeue_accepts_long_reasons_and_trims(store, clock, authority):
     data = store.history(occurrence_id=dead.id)[0].data
     assert data["reason"] == "r" * 2000
     assert data["actor"] == "a"
+
+
+def test_a_requeued_dead_letter_of_a_disabled_job_waits_for_the_job(store, clock, authority):
+    """Disabling a job changes only its live occurrences; a dead letter requeued afterwards is
+    live again, and must not be claimable while its job is disabled."""
+    dead = dead_letter(store, authority, "job-d", clock)
+    job = store.get_job("job-d")
+    job = store.update_job("job-d", expected_revision=job.revision, patch={"enabled": False})
+    store.requeue_dead_letter(
+        occurrence_id=dead.id, expected_fence=dead.fence, reason="retry it", actor="ops"
+    )
+    assert store.claim_next(owner_id="w1", lease_ms=1_000) is None
+    store.update_job("job-d", expected_revision=job.revision, patch={"enabled": True})
+    assert claim(store).id == dead.id

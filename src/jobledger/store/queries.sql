@@ -483,11 +483,15 @@ WHERE occurrence_id = :occurrence_id
 RETURNING *
 
 -- name: requeue_dead_letter
+-- Live again: its claim lane is the job's as it is now (a job disabled or re-kinded while the
+-- occurrence was settled changed only live occurrences).
 UPDATE occurrences
 SET status = 'retry_wait',
     available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     gate = 1,
     max_attempts = attempt + 1,
+    runnable = (SELECT j.enabled FROM jobs AS j WHERE j.job_id = occurrences.job_id),
+    kind = (SELECT j.kind FROM jobs AS j WHERE j.job_id = occurrences.job_id),
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = NULL
 WHERE occurrence_id = :occurrence_id
@@ -835,12 +839,15 @@ WHERE occurrence_id = :occurrence_id
 RETURNING *
 
 -- name: adjudicate_not_applied
--- The side effect did not happen: exactly one more attempt, through staging (gate 1).
+-- The side effect did not happen: exactly one more attempt, through staging (gate 1), in the
+-- job's claim lane as it is now (see requeue_dead_letter).
 UPDATE occurrences
 SET status = 'retry_wait',
     available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     gate = 1,
     max_attempts = attempt + 1,
+    runnable = (SELECT j.enabled FROM jobs AS j WHERE j.job_id = occurrences.job_id),
+    kind = (SELECT j.kind FROM jobs AS j WHERE j.job_id = occurrences.job_id),
     result_json = NULL,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
     settled_at = NULL
