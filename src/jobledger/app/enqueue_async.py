@@ -36,35 +36,26 @@ class AsyncEnqueueMethods(EnqueueMethods):
         event loop. ``conn`` is the caller's open async transaction — a psycopg
         ``AsyncConnection`` or a SQLAlchemy ``AsyncSession``/``AsyncConnection`` on psycopg
         (SPEC §8); without it the store's own transaction runs in a worker thread."""
+        options: dict[str, Any] = {
+            "payload": payload,
+            "key": key,
+            "at": at,
+            "at_ms": at_ms,
+            "delay": delay,
+            "delay_ms": delay_ms,
+            "queue": queue,
+            "priority": priority,
+            "partition": partition,
+        }
         if conn is None:
-            return await asyncio.to_thread(
-                self.enqueue,
-                job_id,
-                payload=payload,
-                key=key,
-                at=at,
-                at_ms=at_ms,
-                delay=delay,
-                delay_ms=delay_ms,
-                queue=queue,
-                priority=priority,
-                partition=partition,
-            )
+            return await asyncio.to_thread(functools.partial(self.enqueue, job_id, **options))
         with self._tracing.send(job_id, queue) as sending:
             request = await asyncio.to_thread(
                 functools.partial(
                     self._enqueue_request,
                     job_id,
-                    payload=payload,
-                    key=key,
-                    at=at,
-                    at_ms=at_ms,
-                    delay=delay,
-                    delay_ms=delay_ms,
-                    queue=queue,
-                    priority=priority,
-                    partition=partition,
                     trace_context=None if sending is None else sending.context,
+                    **options,
                 )
             )
             [occurrence] = await self._enqueue_in_transaction_async(conn, [request])

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
+from ..clock import monotonic_clock
 from ..errors import InvalidArgument, JobFailed, NotFound
 from ..models import AdjudicationCase, Occurrence
 from .base import AppBase
@@ -68,14 +68,14 @@ class ResultMethods(AppBase):
         woken = threading.Event()
         unsubscribe = store.settle_signal.subscribe(occurrence_id, woken.set)
         try:
-            deadline = time.monotonic() + budget
+            deadline = monotonic_clock() + budget
             interval = FIRST_POLL_S
             while True:
                 woken.clear()
                 done, value = _outcome(store.read_result(occurrence_id), occurrence_id)
                 if done:
                     return value
-                left = deadline - time.monotonic()
+                left = deadline - monotonic_clock()
                 if left <= 0:
                     raise TimeoutError(
                         f"Occurrence {occurrence_id} did not finish within {timeout}"

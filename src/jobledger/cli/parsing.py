@@ -291,11 +291,14 @@ def add_group(
 # -- values ----------------------------------------------------------------------------------
 
 
-def _typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """Wrap a parser raising InvalidArgument into an argparse ``type`` (named for messages)."""
+def _typed(
+    parse: Callable[[str], Any], name: str, *, checks_bytes: bool = False
+) -> Callable[[str], Any]:
+    """Wrap a parser raising InvalidArgument into an argparse ``type`` (named for messages).
+    ``checks_bytes``: the parser refuses text that is not UTF-8 itself (with its own words)."""
 
     def convert(text: str) -> Any:
-        if name != "JSON" and not text.isascii() and _SURROGATE.search(text):
+        if not checks_bytes and not text.isascii() and _SURROGATE.search(text):
             # Not UTF-8: parse_args refuses it once parsed, naming the option and the byte
             # (this parser's own message would quote the escaped text instead).
             return text
@@ -427,7 +430,7 @@ def _json_value(text: str) -> Any:
 
 instant_arg: Callable[[str], int] = _typed(parse_instant, "instant")
 duration_arg: Callable[[str], timedelta] = _typed(parse_duration, "duration")
-json_arg: Callable[[str], Any] = _typed(_json_value, "JSON")
+json_arg: Callable[[str], Any] = _typed(_json_value, "JSON", checks_bytes=True)
 positive_arg: Callable[[str], int] = _typed(lambda text: _natural(text, 1), "positive integer")
 natural_arg: Callable[[str], int] = _typed(lambda text: _natural(text, 0), "integer")
 

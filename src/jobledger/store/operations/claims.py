@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from ... import contract
@@ -92,15 +92,6 @@ class _Staged:
 
     claimed: list[Occurrence]
     more: bool = False
-
-
-@dataclass(slots=True)
-class _Plan:
-    """One claim transaction's choices (see the module docstring)."""
-
-    queues: dict[str, Queue] = field(default_factory=dict)
-    rooms: dict[str, _Room] = field(default_factory=dict)
-    reclaims: list[Row] = field(default_factory=list)
 
 
 class ClaimOperations(OperationsBase):
