@@ -144,3 +144,17 @@ def test_a_keyed_flow_node_is_found_again(app, clock: FakeClock):
     assert second.id == first.id and second.deduplicated
     assert again.occurrences[0].deduplicated
     assert app.get_occurrence(join.id).parents == (first.id,)
+
+
+def test_enqueue_async_takes_parents_like_enqueue(app, clock: FakeClock):
+    import asyncio
+
+    seen: list[dict[str, Any]] = []
+    _thumbnails(app, seen)
+    parent = app.enqueue("thumbnail", payload={"src": "a"})
+    child = asyncio.run(app.enqueue_async("summary", after=[parent], on_parent_failure="run"))
+    assert child.status == "blocked"
+    assert child.parents == (parent.id,)
+    assert child.on_parent_failure == "run"
+    run_until_idle(app)
+    assert seen == [{parent.id: {"thumb": "a.thumb"}}]

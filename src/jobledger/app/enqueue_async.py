@@ -30,6 +30,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
         queue: str | None = None,
         priority: int | None = None,
         partition: str | None = None,
+        after: Sequence[Occurrence | str] | None = None,
+        on_parent_failure: ParentFailurePolicy | None = None,
         conn: object = None,
     ) -> Occurrence:
         """:meth:`enqueue` for async code: the same options and rules, without blocking the
@@ -46,6 +48,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
             "queue": queue,
             "priority": priority,
             "partition": partition,
+            "after": after,
+            "on_parent_failure": on_parent_failure,
         }
         if conn is None:
             return await asyncio.to_thread(functools.partial(self.enqueue, job_id, **options))
