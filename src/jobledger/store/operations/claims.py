@@ -293,6 +293,10 @@ class ClaimOperations(OperationsBase):
             | set(queues or ())
         )
         self._lock_queues(tx, touched, load_queues(tx), owner)
+        # After the locks: "now" may have moved while this claim waited for a limited queue's
+        # lock (PostgreSQL's clock is read when the transaction begins); rate windows and leases
+        # count from when the claim may act.
+        now = max(now, tx.now())
         declared = load_queues(tx)  # read after the locks: a pause that returned is seen
         gate = Gate(tx, now, declared, lock=self._take_locks)
         freed = self._end_expired_leases(tx, now, expired)

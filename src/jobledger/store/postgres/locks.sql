@@ -10,3 +10,8 @@ ORDER BY n
 -- name: lock_keys
 SELECT pg_advisory_xact_lock(k) FROM unnest(%(keys)s::bigint[]) WITH ORDINALITY AS l(k, n)
 ORDER BY n
+
+-- name: clock_after_locks
+-- The database clock once the exclusive locks are held: a claim that waited for a limited queue's
+-- lock counts its rate window from when it may act, not from when its transaction began.
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms

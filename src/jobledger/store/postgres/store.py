@@ -278,6 +278,7 @@ class PostgresStore(LedgerStore):
             tx.lock(LOCKS["lock_keys_shared"], [self._lock_key(name) for name in shared])
         if exclusive:
             tx.lock(LOCKS["lock_keys"], [self._lock_key(name) for name in exclusive])
+            tx.catch_up_clock(LOCKS["clock_after_locks"])
 
     def _lock_key(self, name: str) -> int:
         digest = hashlib.sha256(f"jobledger:{self.schema}:{name}".encode()).digest()

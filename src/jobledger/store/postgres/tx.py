@@ -87,6 +87,13 @@ class PostgresTx:
         """Take advisory locks (``locks.sql``) on ``keys``, in that order."""
         self._conn.execute(statement, {"keys": list(keys)}).fetchall()
 
+    def catch_up_clock(self, statement: str) -> None:
+        """Move this transaction's database "now" to the clock as it reads now (never back):
+        after waiting for a lock, the instant the transaction began is stale."""
+        row = self._conn.execute(statement).fetchone()
+        if row is not None:
+            self._db_now = max(self._db_now, int(row["now_ms"]))
+
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
         row: Row | None = self._execute(query, params).fetchone()
         return row
