@@ -59,6 +59,7 @@ LADDER: tuple[tuple[int, str], ...] = (
     (2, "jobledger-requeue-v2"),
     (3, "jobledger-everyday-v3"),
     (4, "jobledger-queues-v4"),
+    (5, "jobledger-operators-v5"),
 )
 LATEST_VERSION = LADDER[-1][0]
 

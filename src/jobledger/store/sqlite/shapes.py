@@ -230,11 +230,20 @@ _V4_COLUMNS: dict[str, Columns] = {
         ("taken_at", "INTEGER", 1, 0),
     ),
 }
+# v5 (SPEC §14, issue-driven additions; see the migration's header for each column's reason).
+_V5_COLUMNS: dict[str, Columns] = {
+    **_V4_COLUMNS,
+    "occurrences": (
+        *_V4_COLUMNS["occurrences"],
+        ("started_at", "INTEGER", 0, 0),
+    ),
+}
 COLUMNS: dict[int, dict[str, Columns]] = {
     1: _V1_COLUMNS,
     2: _V2_COLUMNS,
     3: _V3_COLUMNS,
     4: _V4_COLUMNS,
+    5: _V5_COLUMNS,
 }
 
 _V1_INDEXES = (
@@ -276,9 +285,11 @@ _V4_INDEXES = (
     "scheduler_events_job",
     "scheduler_events_occurrence",
 )
+_V5_INDEXES = (*_V4_INDEXES,)
 INDEXES: dict[int, tuple[str, ...]] = {
     1: _V1_INDEXES,
     2: _V2_INDEXES,
     3: _V3_INDEXES,
     4: _V4_INDEXES,
+    5: _V5_INDEXES,
 }
