@@ -61,6 +61,7 @@ __all__ = [
     "MAX_SNOOZES",
     "MAX_SNOOZE_DELAY_MS",
     "MIN_PRIORITY",
+    "NO_RESULT",
     "OCCURRENCE_STATUSES",
     "OUTCOME_UNKNOWN_CODE",
     "PARENT_FAILURE_POLICIES",
@@ -138,6 +139,19 @@ SNOOZE_LIMIT_CODE: Final = "SCHEDULER_SNOOZE_LIMIT"
 # Outcome-unknown adjudication (SPEC §9, upstream §3.7).
 OUTCOME_UNKNOWN_CODE: Final = "SCHEDULER_OUTCOME_UNKNOWN"
 ADJUDICATION_DECISIONS: Final = ("applied", "not_applied")
+
+
+class _NoResult:
+    """The type of :data:`NO_RESULT`: "no result given", where ``None`` is a result."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESULT"
+
+
+# An ``applied`` adjudication given no result (``None`` is a result a handler may return).
+NO_RESULT: Final = _NoResult()
 # What a failed settle records when it names no error.
 DEFAULT_EXECUTION_ERROR: Final = {"code": "execution_failed", "message": "Execution failed"}
 # The statuses retention may remove, in the order of OCCURRENCE_STATUSES.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import contract
+from ..errors import NotFound
 from ..models import Event, Job, Occurrence
 from ..store.ensure import ensure_job
 
@@ -102,4 +103,38 @@ class JobMethods(AppBase):
         :meth:`Store.cancel_occurrence <jobledger.Store.cancel_occurrence>`)."""
         return self.store.cancel_occurrence(
             occurrence_id=occurrence_id, actor=actor or f"app:{self.name}", reason=reason
+        )
+
+    def requeue(
+        self,
+        occurrence_id: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        expected_fence: int | None = None,
+        revive_children: bool = False,
+        override_adjudication: bool = False,
+    ) -> Occurrence:
+        """Give a dead letter exactly one more attempt (audited; see
+        :meth:`Store.requeue_dead_letter <jobledger.Store.requeue_dead_letter>`).
+
+        ``expected_fence`` is the fence the caller saw (default: the fence as read now).
+        ``revive_children``: its descendants cancelled because of it go back to ``blocked``
+        and follow its new run (SPEC §14). An outcome-unknown dead letter is refused with
+        ``SCHEDULER_REQUEUE_NEEDS_ADJUDICATION`` (use :meth:`adjudicate`) unless
+        ``override_adjudication``. A dead letter its job's kind or authority made stale runs as
+        the job is now."""
+        fence = expected_fence
+        if fence is None:
+            current = self.store.get_occurrence(occurrence_id)
+            if current is None:
+                raise NotFound(f"Scheduler occurrence does not exist: {occurrence_id}")
+            fence = current.fence
+        return self.store.requeue_dead_letter(
+            occurrence_id=occurrence_id,
+            expected_fence=fence,
+            reason=reason,
+            actor=actor or f"app:{self.name}",
+            revive_children=revive_children,
+            override_adjudication=override_adjudication,
         )

@@ -15,6 +15,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+from .. import contract
 from ..clock import monotonic_clock
 from ..errors import InvalidArgument, JobFailed, NotFound
 from ..models import AdjudicationCase, Occurrence
@@ -138,9 +139,13 @@ class ResultMethods(AppBase):
         evidence_digest: str,
         reason: str,
         actor: str | None = None,
+        result: Any = contract.NO_RESULT,
     ) -> AdjudicationCase:
         """Record the decision on an outcome-unknown occurrence (SPEC §9): ``"applied"`` settles
-        it succeeded without running the handler; ``"not_applied"`` runs it exactly once more.
+        it succeeded without running the handler — with ``result`` as its result when given
+        (what the handler would have returned, which its children read in ``ctx.parents``),
+        else ``{"adjudication": "applied", "requestId": …}``; ``"not_applied"`` runs it exactly
+        once more.
         ``evidence_digest`` is the case's, as read (a stale one raises
         ``SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT``); a second decision raises
         ``SCHEDULER_ADJUDICATION_ALREADY_RECORDED``."""
@@ -150,4 +155,5 @@ class ResultMethods(AppBase):
             evidence_digest=evidence_digest,
             reason=reason,
             actor=actor or f"app:{self.name}",
+            result=result,
         )

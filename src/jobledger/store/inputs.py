@@ -53,9 +53,13 @@ PATCH_FIELDS = {
     "priority": "priority",
     "on_lost_lease": "onLostLease",
 }
-# What a patch may change without making the job's live occurrences stale (SPEC §7): they keep
-# the queue and priority they snapshotted, and still run.
-RUN_NEUTRAL_FIELDS = frozenset({"queue", "priority"})
+# What a patch may change without making the job's live occurrences stale (SPEC §14): only the
+# job's kind (what runs) and authority (on whose behalf) bind an occurrence. Queue and priority
+# are snapshotted at enqueue (SPEC §7), the payload too; a new max_attempts is carried onto the
+# live occurrences by the update itself (see JobOperations.update_job).
+RUN_NEUTRAL_FIELDS = frozenset(
+    {"trigger", "payload", "enabled", "max_attempts", "queue", "priority", "on_lost_lease"}
+)
 
 
 def normalize_boolean(value: object, field: str) -> bool:

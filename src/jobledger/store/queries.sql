@@ -47,6 +47,25 @@ WHERE job_id = :job_id
   AND (kind <> :kind OR runnable <> :runnable
        OR COALESCE(workspace_id, '') <> COALESCE(:workspace_id, ''))
 
+-- name: follow_max_attempts
+-- A job's new max_attempts, carried onto the live occurrences that follow it (SPEC §14): those
+-- whose max_attempts is still the job's previous value. One an operator's requeue or an
+-- adjudication granted keeps its grant. Never below what is spent: a running attempt still
+-- counts, a queued or waiting occurrence keeps the attempt it is waiting for.
+UPDATE occurrences
+SET max_attempts = CASE
+      WHEN status = 'running' AND attempt >= :max_attempts THEN attempt
+      WHEN status <> 'running' AND attempt + 1 > :max_attempts THEN attempt + 1
+      ELSE :max_attempts
+    END
+WHERE job_id = :job_id
+  AND status IN ('blocked', 'queued', 'running', 'retry_wait')
+  AND max_attempts = :previous_max_attempts
+  AND NOT EXISTS (SELECT 1 FROM jobledger_requeues AS r
+                  WHERE r.occurrence_id = occurrences.occurrence_id)
+  AND NOT EXISTS (SELECT 1 FROM jobledger_adjudications AS a
+                  WHERE a.occurrence_id = occurrences.occurrence_id)
+
 -- name: list_jobs
 SELECT * FROM jobs
 WHERE (CAST(:after_id AS TEXT) IS NULL OR job_id > :after_id)
@@ -280,8 +299,41 @@ WHERE seq IN (SELECT d.child_seq FROM jobledger_dependencies AS d WHERE d.parent
   AND on_parent_failure = 'cancel'
 RETURNING seq, occurrence_id, job_id, status, last_error_json, updated_at
 
+-- name: cancelled_children
+-- A requeued parent's children cancelled since (revive_children, SPEC §14; revive.py).
+SELECT c.seq, c.occurrence_id, c.last_error_json
+FROM jobledger_dependencies AS d
+JOIN occurrences AS c ON c.seq = d.child_seq
+WHERE d.parent_seq = :parent_seq AND c.status = 'cancelled'
+ORDER BY c.seq
+
+-- name: rewait_run_children
+-- A requeued parent whose failure its "run" children counted: the blocked ones wait for it again.
+UPDATE occurrences
+SET pending_parents = pending_parents + 1
+WHERE seq IN (SELECT d.child_seq FROM jobledger_dependencies AS d WHERE d.parent_seq = :parent_seq)
+  AND status = 'blocked'
+  AND on_parent_failure = 'run'
+
+-- name: revive_child
+-- A child cancelled because of a parent that was requeued: blocked again, in its job's claim
+-- lane as it is now (see requeue_dead_letter).
+UPDATE occurrences
+SET status = 'blocked',
+    pending_parents = :pending,
+    last_error_json = NULL,
+    gate = 1,
+    runnable = (SELECT j.enabled FROM jobs AS j WHERE j.job_id = occurrences.job_id),
+    kind = (SELECT j.kind FROM jobs AS j WHERE j.job_id = occurrences.job_id),
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    settled_at = NULL
+WHERE seq = :seq AND status = 'cancelled'
+RETURNING seq, occurrence_id, job_id, updated_at
+
 -- name: requeues_of_occurrence
-SELECT previous_error_json FROM jobledger_requeues WHERE occurrence_id = :occurrence_id
+SELECT previous_error_json, revived_children FROM jobledger_requeues
+WHERE occurrence_id = :occurrence_id
+ORDER BY requeue_id
 
 -- name: parent_states
 -- A child's parents with what they came to (ctx.parents, explain, the CLI and the dashboard).
@@ -502,11 +554,17 @@ RETURNING *
 -- name: insert_requeue
 INSERT INTO jobledger_requeues
   (occurrence_id, job_id, expected_fence, attempt, previous_max_attempts, max_attempts,
-   previous_error_json, reason, actor, requested_at)
+   previous_error_json, reason, actor, requested_at, revived_children)
 VALUES
   (:occurrence_id, :job_id, :expected_fence, :attempt, :previous_max_attempts, :max_attempts,
-   :previous_error_json, :reason, :actor, :now)
+   :previous_error_json, :reason, :actor, :now, :revived_children)
 RETURNING requeue_id
+
+-- name: bind_occurrence_revision
+-- A stale dead letter an operator requeues runs as its job is now (SPEC §14).
+UPDATE occurrences SET job_revision = :job_revision
+WHERE occurrence_id = :occurrence_id
+RETURNING *
 
 -- name: add_throughput
 INSERT INTO jobledger_throughput

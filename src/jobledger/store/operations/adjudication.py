@@ -36,7 +36,12 @@ from ..tx import Row, Tx
 from . import dependencies
 from .base import OperationsBase, required
 
-__all__ = ["AdjudicationOperations", "evidence_digest_for", "payload_digest"]
+__all__ = [
+    "AdjudicationOperations",
+    "awaits_adjudication",
+    "evidence_digest_for",
+    "payload_digest",
+]
 
 _OUTCOME_UNKNOWN = re.compile(r"^[A-Z0-9_]+_OUTCOME_UNKNOWN$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
@@ -95,6 +100,15 @@ def _eligible(row: Row) -> bool:
         return False
     code = _error_code(_json(row["last_error_json"], "occurrence error"))
     return code is not None and _OUTCOME_UNKNOWN.match(code) is not None
+
+
+def awaits_adjudication(tx: Tx, row: Row) -> bool:
+    """True when ``row`` is an outcome-unknown dead letter with no decision recorded: a plain
+    requeue would run its side effect again without anyone deciding it did not happen (SPEC
+    §9), so :meth:`requeue_dead_letter` refuses it unless the operator overrides."""
+    if not _eligible(row):
+        return False
+    return tx.one("get_adjudication", {"occurrence_id": row["occurrence_id"]}) is None
 
 
 def _reason(value: object) -> str:
@@ -230,9 +244,14 @@ class AdjudicationOperations(OperationsBase):
         evidence_digest: str,
         reason: str,
         actor: str,
+        result: Any = contract.NO_RESULT,
     ) -> AdjudicationCase:
         """Record the one decision on an eligible case and carry out its meaning (see the
-        module docstring). Refusals, nothing written: ``SCHEDULER_NOT_FOUND``,
+        module docstring). An ``applied`` decision may carry ``result``, the value the handler
+        would have returned: the occurrence's result (what its children read in
+        ``ctx.parents``); without it the result is ``{"adjudication": "applied", "requestId":
+        …}``. A ``result`` with ``not_applied`` is ``SCHEDULER_INVALID_ARGUMENT``. Refusals,
+        nothing written: ``SCHEDULER_NOT_FOUND``,
         ``SCHEDULER_ADJUDICATION_ALREADY_RECORDED`` ``{requestId}``,
         ``SCHEDULER_ADJUDICATION_NOT_ELIGIBLE`` ``{status, errorCode}``,
         ``SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT`` ``{actualEvidenceDigest, actualAttempt,
@@ -247,6 +266,12 @@ class AdjudicationOperations(OperationsBase):
             )
         why = _reason(reason)
         who = contract.normalize_identifier(actor, "actor")
+        given_result = result is not contract.NO_RESULT
+        if given_result and chosen != "applied":
+            raise InvalidArgument(
+                "result applies only to an 'applied' decision", details={"field": "result"}
+            )
+        result_json = contract.canonical_json(result, "result") if given_result else None
         reason_digest = payload_digest(why)
         request_id = "adjudication-" + payload_digest(
             {
@@ -299,10 +324,10 @@ class AdjudicationOperations(OperationsBase):
                 )
             guard = {"occurrence_id": key, "attempt": attempt, "fence": fence, "now": now}
             if chosen == "applied":
-                result = {"adjudication": "applied", "requestId": request_id}
+                marker = {"adjudication": "applied", "requestId": request_id}
                 changed = tx.one(
                     "adjudicate_applied",
-                    {**guard, "result_json": contract.encode_trusted_json(result)},
+                    {**guard, "result_json": result_json or contract.encode_trusted_json(marker)},
                 )
             else:
                 changed = tx.one("adjudicate_not_applied", guard)
@@ -355,6 +380,7 @@ class AdjudicationOperations(OperationsBase):
                     "retryAttempt": attempt + 1 if chosen == "not_applied" else None,
                     "maxAttempts": int(changed["max_attempts"]),
                     "status": changed["status"],
+                    "resultGiven": given_result,
                 },
             )
             return self._case(tx, required(self._occurrence_row(tx, key)))

@@ -19,7 +19,8 @@ transaction that makes the deciding parent terminal, so no worker or sweep is ne
 
 A parent is decided once. A dead letter an operator requeues already decided its children (it
 cancelled them, or counted for them), so its later outcome is not counted again — unless it
-was an outcome-unknown dead letter, which had decided nothing.
+was an outcome-unknown dead letter, which had decided nothing, or the requeue revived its
+children (``revive.py``: the earlier decision is undone, the next outcome decides).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ... import contract
 from ...errors import NotFound
 from .. import common
 from ..tx import Row, Tx, WorkSignal
+from .revive import children_decided
 
 __all__ = [
     "PARENT_FAILED_ERROR",
@@ -236,11 +238,9 @@ def decide_children(tx: Tx, now: int, parents: Sequence[Row], signal: WorkSignal
 
 def _decided_before(tx: Tx, parent: Row) -> bool:
     """True when this parent was terminal before, was requeued, and that earlier outcome
-    already decided its children (anything but an outcome-unknown dead letter did)."""
-    for requeue in tx.all("requeues_of_occurrence", {"occurrence_id": parent["occurrence_id"]}):
-        if not _outcome_unknown(requeue["previous_error_json"]):
-            return True
-    return False
+    already decided its children (anything but an outcome-unknown dead letter did) — unless a
+    requeue with ``revive_children`` undid it since (``revive.py``)."""
+    return children_decided(tx, parent["occurrence_id"], now_failed=False)
 
 
 def _record_cancellations(

@@ -172,8 +172,8 @@ class JobOperations(OperationsBase):
                 **normalized,
             }
             authority_json = contract.canonical_json(merged["authority"], "job.authority")
-            # Queue and priority alone do not change how the job runs: its live occurrences keep
-            # theirs and are not stale (SPEC §7).
+            # Only kind and authority bind an occurrence: any other change leaves its live
+            # occurrences runnable (SPEC §14).
             run_revision = (
                 current.run_revision
                 if set(normalized) <= inputs.RUN_NEUTRAL_FIELDS
@@ -212,6 +212,15 @@ class JobOperations(OperationsBase):
                     "runnable": 1 if merged["enabled"] else 0,
                 },
             )
+            if merged["max_attempts"] != current.max_attempts:
+                tx.run(
+                    "follow_max_attempts",
+                    {
+                        "job_id": key,
+                        "max_attempts": merged["max_attempts"],
+                        "previous_max_attempts": current.max_attempts,
+                    },
+                )
             data: dict[str, Any] = {
                 "fromRevision": revision,
                 "toRevision": revision + 1,

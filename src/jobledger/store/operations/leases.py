@@ -18,10 +18,22 @@ from ...models import Occurrence, Outcome, Renewal, Settlement
 from .. import common, inputs
 from ..tx import Tx
 from . import dependencies
+from .adjudication import awaits_adjudication
 from .admission import Gate, Lane, load_queues
-from .base import OperationsBase
+from .base import OperationsBase, required
+from .revive import revive_descendants
 
 __all__ = ["LeaseOperations"]
+
+
+def _error_code(row: Any) -> str | None:
+    error = (
+        None
+        if row["last_error_json"] is None
+        else contract.parse_stored_json(row["last_error_json"])
+    )
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 class LeaseOperations(OperationsBase):
@@ -348,11 +360,20 @@ class LeaseOperations(OperationsBase):
         return occurrence
 
     def requeue_dead_letter(
-        self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
+        self,
+        *,
+        occurrence_id: str,
+        expected_fence: int,
+        reason: str,
+        actor: str,
+        revive_children: bool = False,
+        override_adjudication: bool = False,
     ) -> Occurrence:
         key, fence, why, who = inputs.normalize_requeue_args(
             occurrence_id=occurrence_id, expected_fence=expected_fence, reason=reason, actor=actor
         )
+        revive = inputs.normalize_boolean(revive_children, "reviveChildren")
+        override = inputs.normalize_boolean(override_adjudication, "overrideAdjudication")
 
         def body(tx: Tx) -> Occurrence:
             now = tx.now()
@@ -377,12 +398,35 @@ class LeaseOperations(OperationsBase):
                     code="SCHEDULER_REQUEUE_ATTEMPT_LIMIT",
                     details={"attempt": attempt, "maxAttempts": contract.MAX_JOB_ATTEMPTS},
                 )
+            undecided = awaits_adjudication(tx, current)
+            if undecided and not override:
+                raise RequeueConflict(
+                    f"Occurrence {key} is an outcome-unknown dead letter: nobody knows whether "
+                    f"its side effect happened. Decide it with `jobledger adjudicate {key}` "
+                    "(not_applied runs it once more), or requeue with an explicit override "
+                    "(--override-adjudication) if you accept running it again",
+                    code="SCHEDULER_REQUEUE_NEEDS_ADJUDICATION",
+                    details={"occurrenceId": key, "errorCode": _error_code(current)},
+                )
+            # Stale for its job (a new kind or authority since it was enqueued, SPEC §14): the
+            # operator asks for it to run as the job is now.
+            job = required(self._job_row(tx, current["job_id"]))
+            bound_from = int(current["job_revision"])
+            stale = bound_from < int(job["run_revision"]) or bound_from > int(job["revision"])
             row = tx.one(
                 "requeue_dead_letter",
                 {"occurrence_id": key, "expected_fence": fence, "now": now},
             )
             if row is None:
                 raise RequeueConflict("Dead letter changed during requeue")
+            if stale:
+                row = required(
+                    tx.one(
+                        "bind_occurrence_revision",
+                        {"occurrence_id": key, "job_revision": int(job["revision"])},
+                    )
+                )
+            revived = revive_descendants(tx, now, current, key, who) if revive else []
             requeued = self._occurrence(tx, row)
             record = tx.one(
                 "insert_requeue",
@@ -397,9 +441,18 @@ class LeaseOperations(OperationsBase):
                     "reason": why,
                     "actor": who,
                     "now": now,
+                    "revived_children": 1 if revive else 0,
                 },
             )
             assert record is not None
+            extra: dict[str, Any] = {}
+            if stale:
+                extra["previousJobRevision"] = bound_from
+                extra["jobRevision"] = int(job["revision"])
+            if undecided:
+                extra["overrideAdjudication"] = True
+            if revive:
+                extra["revived"] = revived
             self._append_event(
                 tx,
                 job_id=requeued.job_id,
@@ -414,8 +467,18 @@ class LeaseOperations(OperationsBase):
                     "attempt": attempt,
                     "previousMaxAttempts": int(current["max_attempts"]),
                     "maxAttempts": requeued.max_attempts,
+                    **extra,
                 },
             )
+            if extra:
+                self._audit(
+                    tx,
+                    now=now,
+                    action="occurrence_requeued",
+                    actor=who,
+                    subject=key,
+                    data={"reason": why, "fence": fence, **extra},
+                )
             return requeued
 
         occurrence = self._write(body)

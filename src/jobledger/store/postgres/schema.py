@@ -255,6 +255,8 @@ _V4_COLUMNS = {
 _V5_COLUMNS = {
     **_V4_COLUMNS,
     "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
+    # Flows after a fix (revive_children): see the migration's section.
+    "jobledger_requeues": (*_V4_COLUMNS["jobledger_requeues"], ("revived_children", _S, False)),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
@@ -265,7 +267,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "8a5d09301ff11425bfc3aa0c6670947d389d5ebb736d4b46e15391d9f407313f",
+        5: "9ea832f94c6c1d37d468efcecbb3e03ce6f9991e16a71a56f4a05d6aa26d7847",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -4,8 +4,9 @@ rules are in that module's docstring)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
+from ...contract import NO_RESULT
 from ...models import AdjudicationCase, Occurrence
 from ..settle_signal import SettleSignal
 
@@ -47,11 +48,15 @@ class OutcomeOperations(Protocol):
         evidence_digest: str,
         reason: str,
         actor: str,
+        result: Any = NO_RESULT,
     ) -> AdjudicationCase:
         """Record the one decision (``"applied"`` | ``"not_applied"``) on an eligible case whose
         evidence digest is still ``evidence_digest``, and carry out its meaning in the same
-        transaction: ``applied`` settles it succeeded (no handler runs), ``not_applied`` grants
-        exactly one more attempt. Appends ``occurrence_adjudication_recorded``. Refusals
+        transaction: ``applied`` settles it succeeded (no handler runs) with ``result`` as its
+        result when given (what the handler would have returned; children read it in
+        ``ctx.parents``), else ``{"adjudication": "applied", "requestId": …}``; ``not_applied``
+        grants exactly one more attempt (a ``result`` with it: ``SCHEDULER_INVALID_ARGUMENT``).
+        Appends ``occurrence_adjudication_recorded``. Refusals
         (nothing written): ``SCHEDULER_NOT_FOUND``, ``SCHEDULER_ADJUDICATION_ALREADY_RECORDED``,
         ``_NOT_ELIGIBLE``, ``_EVIDENCE_CONFLICT``, ``_ATTEMPT_LIMIT``."""
         ...

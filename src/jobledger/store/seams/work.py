@@ -255,7 +255,14 @@ class OccurrenceOperations(Protocol):
         ...
 
     def requeue_dead_letter(
-        self, *, occurrence_id: str, expected_fence: int, reason: str, actor: str
+        self,
+        *,
+        occurrence_id: str,
+        expected_fence: int,
+        reason: str,
+        actor: str,
+        revive_children: bool = False,
+        override_adjudication: bool = False,
     ) -> Occurrence:
         """Operator action: give a dead letter exactly one more attempt.
 
@@ -265,6 +272,15 @@ class OccurrenceOperations(Protocol):
         the last error are kept. An occurrence already at 32 attempts raises
         ``SCHEDULER_REQUEUE_ATTEMPT_LIMIT``. Records the requeue (who, why, when) and appends
         ``occurrence_requeued``. Requires schema v2.
+
+        A dead letter whose job changed its kind or authority since it was enqueued (stale,
+        SPEC §14) is bound to the job's current revision; the event carries
+        ``previousJobRevision`` and ``jobRevision``. An outcome-unknown dead letter with no
+        adjudication recorded is refused with ``SCHEDULER_REQUEUE_NEEDS_ADJUDICATION`` (decide
+        it with :meth:`adjudicate`) unless ``override_adjudication`` (recorded in the event and
+        the audit log). ``revive_children``: its descendants cancelled because of it
+        (``parent_failed``) are ``blocked`` again and follow its new run (SPEC §14, see
+        ``store/operations/revive.py``); the event's ``revived`` lists them.
         """
         ...
 

@@ -237,6 +237,11 @@ _V5_COLUMNS: dict[str, Columns] = {
         *_V4_COLUMNS["occurrences"],
         ("started_at", "INTEGER", 0, 0),
     ),
+    # Flows after a fix (revive_children): see the migration's section.
+    "jobledger_requeues": (
+        *_V4_COLUMNS["jobledger_requeues"],
+        ("revived_children", "INTEGER", 1, 0),
+    ),
 }
 COLUMNS: dict[int, dict[str, Columns]] = {
     1: _V1_COLUMNS,

@@ -3,3 +3,8 @@
 -- schema.
 
 ALTER TABLE occurrences ADD COLUMN started_at BIGINT CHECK (started_at IS NULL OR started_at >= 0);
+
+-- Flows after a fix (SPEC §14): a requeue that revived the children its dead letter had
+-- cancelled; the dead letter's earlier outcome then no longer decides them (revive.py).
+ALTER TABLE jobledger_requeues ADD COLUMN revived_children SMALLINT NOT NULL DEFAULT 0
+  CHECK (revived_children IN (0, 1));

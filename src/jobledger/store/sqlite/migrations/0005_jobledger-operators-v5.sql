@@ -7,3 +7,8 @@
 --                         outcome-unknown case says when its handler began.
 
 ALTER TABLE occurrences ADD COLUMN started_at INTEGER CHECK (started_at IS NULL OR started_at >= 0);
+
+-- Flows after a fix (SPEC §14): a requeue that revived the children its dead letter had
+-- cancelled; the dead letter's earlier outcome then no longer decides them (revive.py).
+ALTER TABLE jobledger_requeues ADD COLUMN revived_children INTEGER NOT NULL DEFAULT 0
+  CHECK (revived_children IN (0, 1));
