@@ -175,7 +175,11 @@ def test_a_stale_evidence_digest_is_a_conflict_and_changes_nothing(app, clock, c
     assert app.get_adjudication_case(occurrence.id) == case
     # Requeued and dead again: the same attempt count, but the evidence moved on.
     app.store.requeue_dead_letter(
-        occurrence_id=occurrence.id, expected_fence=1, reason="retry", actor="ops"
+        occurrence_id=occurrence.id,
+        expected_fence=1,
+        reason="retry",
+        actor="ops",
+        override_adjudication=True,
     )
     assert app.get_adjudication_case(occurrence.id).eligible is False  # type: ignore[union-attr]
     with pytest.raises(jobledger.AdjudicationConflict) as raised:

@@ -172,6 +172,32 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     )
     store.cancel_occurrence(occurrence_id=dead.id, actor="ops", reason="not needed")
 
+    # deploys (SPEC §14): a new max_attempts follows live work; a new authority makes a dead
+    # parent stale, and its requeue binds it and revives the child its failure cancelled
+    mail = store.get_job("mail")
+    assert mail is not None
+    store.update_job("mail", expected_revision=mail.revision, patch={"max_attempts": 3})
+    parent = store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key="p")
+    store.enqueue_batch([EnqueueRequest("sms", now, "c", after=(parent.id,))])
+    held = store.claim_occurrence(occurrence_id=parent.id, owner_id="w6", lease_ms=MINUTE)
+    assert held is not None
+    failed = store.settle(
+        occurrence_id=held.id, owner_id="w6", fence=held.fence, outcome="failed", error={"e": 3}
+    )
+    sms = store.get_job("sms")
+    assert sms is not None
+    store.update_job(
+        "sms", expected_revision=sms.revision, patch={"authority": _authority("ws-2")}
+    )
+    store.requeue_dead_letter(
+        occurrence_id=parent.id,
+        expected_fence=failed.fence,
+        reason="fixed",
+        actor="ops",
+        revive_children=True,
+    )
+    store.cancel_occurrence(occurrence_id=parent.id, actor="ops", reason="not needed")
+
     # the planner: plans the schedules' due slots (skipping the missed ones), then explains
     Planner(store).tick()
     clock.advance(5 * MINUTE)

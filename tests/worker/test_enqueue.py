@@ -213,9 +213,18 @@ def test_ensure_job_updates_to_a_changed_declaration_with_cas(app: jobledger.App
     assert types.count("job_updated") == 1
     after = app.enqueue("digest")
     results = {r.occurrence.id: r for r in run_until_idle(app)}
-    # The occurrence enqueued under revision 1 is not run with revision 2's definition.
-    assert results[before.id].error["code"] == "SCHEDULER_RUNTIME_STALE_REVISION"
+    # A new default payload does not make the backlog stale (SPEC §14): both run, on the
+    # job as it is now.
+    assert (results[before.id].status, results[before.id].result) == ("succeeded", {"hour": 3})
     assert (results[after.id].status, results[after.id].result) == ("succeeded", {"hour": 3})
+    # A new authority does: the occurrence enqueued under it is not run with the new one.
+    stale = app.enqueue("digest")
+    app.ensure_job("digest", "send_digest", payload={"hour": 3}, authority=AUTHORITY)
+    [result] = run_until_idle(app)
+    assert (result.occurrence.id, result.error["code"]) == (
+        stale.id,
+        "SCHEDULER_RUNTIME_STALE_REVISION",
+    )
 
 
 def test_ensure_job_can_change_every_field(app: jobledger.App):

@@ -18,6 +18,9 @@ from jobledger.testing import FakeClock
 
 from .conftest import LEASE_MS, add_job, event_types
 
+# Another authority: the one change besides a new kind that makes live work stale (SPEC §14).
+OTHER_AUTHORITY = {"principal": {"type": "user", "id": "someone-else"}}
+
 
 class Recorder:
     """A sync handler that records each call and returns a JSON result."""
@@ -123,7 +126,7 @@ def test_job_missing_is_final(store, clock, make_runtime):
 
 def test_stale_revision_is_final(store, clock, make_runtime):
     add_job(store, clock=clock)
-    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    store.update_job("job-1", expected_revision=1, patch={"authority": OTHER_AUTHORITY})
     handler = Recorder()
     result = make_runtime({"echo": handler}).run_next()
     assert result.status == "dead_letter"
@@ -308,7 +311,7 @@ def test_a_stale_claim_is_renewed_and_its_job_read_again(store, clock, make_runt
     handler = Recorder()
     runtime = make_runtime({"echo": handler}, store=counting, renew_interval_ms=20)
     [claimed] = runtime.claim_batch(1)
-    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    store.update_job("job-1", expected_revision=1, patch={"authority": OTHER_AUTHORITY})
     attempt = runtime.attempt(
         claimed,
         commit=CommitNow(store),
@@ -371,7 +374,7 @@ def test_run_claimed_revalidates_a_claim_that_waited(store, clock, make_runtime)
     handler = Recorder()
     runtime = make_runtime({"echo": handler}, renew_interval_ms=20)
     [claimed] = runtime.claim_batch(1)
-    store.update_job("job-1", expected_revision=1, patch={"payload": {"v": 2}})
+    store.update_job("job-1", expected_revision=1, patch={"authority": OTHER_AUTHORITY})
     clock.advance(50)  # the claim is now older than one renew interval (by its lease)
     result = runtime.run_claimed(claimed)
     assert result.status == "dead_letter"
