@@ -78,3 +78,47 @@ def test_list_show_and_decide(cli):
     assert f"recorded not_applied for {second}: now retry_wait" in text.out
     assert cli.json("adjudicate", "list") == {"cases": []}
     assert cli.ok("adjudicate", "list").out.strip() == "no open cases"
+
+
+def test_a_plain_requeue_of_an_open_case_is_refused_and_points_to_adjudicate(cli):
+    """Issue 32 item 9: `dead-letter requeue` (one, or --all) refuses an outcome-unknown dead
+    letter nobody decided; --override-adjudication requeues it, recorded in the audit log."""
+    with cli.open() as store:
+        occurrence_id = _case(store, "a")
+    refused = cli("dead-letter", "requeue", occurrence_id, "--reason", "retry")
+    refused.assert_one_line_error("SCHEDULER_REQUEUE_NEEDS_ADJUDICATION", 4)
+    assert "jobledger adjudicate decide" in refused.err
+    every = cli("dead-letter", "requeue", "--all", "--yes", "--reason", "retry")
+    every.assert_one_line_error("SCHEDULER_REQUEUE_NEEDS_ADJUDICATION", 4)
+    assert cli.json("adjudicate", "show", occurrence_id)["case"]["eligible"] is True
+    forced = cli.json(
+        "dead-letter",
+        "requeue",
+        occurrence_id,
+        "--reason",
+        "PSP confirmed nothing arrived",
+        "--override-adjudication",
+    )
+    assert [o["id"] for o in forced["requeued"]] == [occurrence_id]
+    with cli.open() as store:
+        [audit] = [e for e in store.audit_log(limit=10) if e.action == "occurrence_requeued"]
+    assert audit.data["overrideAdjudication"] is True
+
+
+def test_an_applied_decision_can_carry_the_handlers_result(cli):
+    with cli.open() as store:
+        occurrence_id = _case(store, "a")
+    decided = cli.json(
+        "adjudicate",
+        "decide",
+        occurrence_id,
+        "applied",
+        "--reason",
+        "PSP shows it",
+        "--result",
+        '{"charge": "ch_1"}',
+        "--yes",
+    )
+    assert decided["case"]["status"] == "succeeded"
+    with cli.open() as store:
+        assert store.get_occurrence(occurrence_id).result == {"charge": "ch_1"}

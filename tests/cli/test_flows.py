@@ -52,3 +52,35 @@ def test_explain_lists_the_parents_of_a_blocked_newest_occurrence(cli):
     assert f"current occurrence: {child.id} blocked" in text
     assert f"{b.id} queued (job fetch)" in text
     assert cli.json("explain", "fetch")["currentOccurrence"]["parents"] == []
+
+
+def test_requeue_revive_children_brings_back_the_flow(cli):
+    """Issue 32 item 5: `dead-letter requeue --revive-children` makes the children a failed
+    parent cancelled follow it again."""
+    from jobledger import EnqueueRequest
+
+    with cli.open() as store:
+        store.create_job(
+            id="flow", kind="step", authority={"principal": {"type": "user", "id": "t"}}
+        )
+        [parent] = store.enqueue_batch([EnqueueRequest("flow", store.now(), "charge")])
+        [child] = store.enqueue_batch(
+            [EnqueueRequest("flow", store.now(), "ship", after=(parent.id,))]
+        )
+        held = store.claim_occurrence(occurrence_id=parent.id, owner_id="w", lease_ms=60_000)
+        assert held is not None
+        store.settle(
+            occurrence_id=parent.id,
+            owner_id="w",
+            fence=held.fence,
+            outcome="failed",
+            error={"code": "declined"},
+            retryable=False,
+        )
+        assert store.get_occurrence(child.id).status == "cancelled"
+    done = cli.json(
+        "dead-letter", "requeue", parent.id, "--reason", "card updated", "--revive-children"
+    )
+    assert [o["id"] for o in done["requeued"]] == [parent.id]
+    with cli.open() as store:
+        assert store.get_occurrence(child.id).status == "blocked"

@@ -186,9 +186,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     )
     sms = store.get_job("sms")
     assert sms is not None
-    store.update_job(
-        "sms", expected_revision=sms.revision, patch={"authority": _authority("ws-2")}
-    )
+    store.update_job("sms", expected_revision=sms.revision, patch={"authority": _authority("ws-2")})
     store.requeue_dead_letter(
         occurrence_id=parent.id,
         expected_fence=failed.fence,

@@ -90,3 +90,66 @@ def test_an_unknown_case_is_a_404(unknown):
     app, _ = unknown
     client = client_for(app.store)
     assert client.get("/adjudication/occ_ffffffffffff", headers=BEARER).status_code == 404
+
+
+def test_an_outcome_unknown_dead_letter_is_adjudicated_not_requeued(unknown):
+    """SPEC §9/§14: the dashboard offers no plain requeue of an undecided outcome-unknown dead
+    letter (it links to its case), and a requeue posted anyway is refused by the store."""
+    app, occurrence_id = unknown
+    client = client_for(app.store)
+    page = client.get(f"/occurrences/{occurrence_id}", headers=BEARER).text
+    assert 'data-testid="adjudicate-instead"' in page
+    assert "Requeue for one more attempt" not in page
+    listing = client.get("/dead-letters", headers=BEARER).text
+    assert 'data-testid="adjudicate-link"' in listing
+    assert f'value="{occurrence_id}:' not in listing
+    fence = app.get_occurrence(occurrence_id).fence  # type: ignore[union-attr]
+    answer = client.post(
+        "/dead-letters/requeue",
+        data={"id": f"{occurrence_id}:{fence}", "reason": "try again"},
+        headers={**BEARER, **JSON},
+    )
+    body = answer.json()
+    assert body["ok"] is False
+    assert [item["code"] for item in body["failed"]] == ["SCHEDULER_REQUEUE_NEEDS_ADJUDICATION"]
+    assert app.get_occurrence(occurrence_id).status == "dead_letter"  # type: ignore[union-attr]
+
+
+def test_the_dashboard_revives_a_flow_and_titles_a_cascaded_cancel(target, clock):
+    app = jobledger.App(target, clock=clock, authorize=jobledger.allow_all)
+    declined = {"yes": True}
+
+    @app.handler("charge")
+    def charge(ctx: jobledger.JobContext) -> str:
+        if declined["yes"]:
+            raise jobledger.Fail("card declined")
+        return "paid"
+
+    @app.handler("ship")
+    def ship(ctx: jobledger.JobContext) -> str:
+        return "shipped"
+
+    app.ensure_job("charge", "charge")
+    app.ensure_job("ship", "ship")
+    with app:
+        with app.flow() as flow:
+            paid = flow.enqueue("charge")
+            shipped = flow.enqueue("ship", after=[paid])
+        run_until_idle(app)
+        assert app.get_occurrence(shipped.id).status == "cancelled"  # type: ignore[union-attr]
+        client = client_for(app.store)
+        child_page = client.get(f"/occurrences/{shipped.id}", headers=BEARER).text
+        assert "Cancelled: a parent failed" in child_page
+        assert "Cancelled by an operator" not in child_page
+        page = client.get(f"/occurrences/{paid.id}", headers=BEARER).text
+        assert 'data-testid="revive-children"' in page
+        fence = app.get_occurrence(paid.id).fence  # type: ignore[union-attr]
+        answer = client.post(
+            "/dead-letters/requeue",
+            data={"id": f"{paid.id}:{fence}", "reason": "card updated", "revive_children": "1"},
+            headers={**BEARER, **JSON},
+        )
+        assert answer.json()["ok"] is True, answer.text
+        declined["yes"] = False
+        run_until_idle(app)
+        assert app.get_occurrence(shipped.id).result == "shipped"  # type: ignore[union-attr]

@@ -22,9 +22,7 @@ def blocks(page: str, language: str) -> list[str]:
     return [code for lang, code in BLOCK.findall(text) if lang == language]
 
 
-@pytest.mark.parametrize(
-    "page", ["runtime.md", "fenced-side-effects.md", "queues.md", "flows.md"]
-)
+@pytest.mark.parametrize("page", ["runtime.md", "fenced-side-effects.md", "queues.md", "flows.md"])
 def test_python_examples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page}"}

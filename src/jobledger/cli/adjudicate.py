@@ -12,12 +12,13 @@ import argparse
 import json
 from typing import Any
 
+from ..contract import NO_RESULT
 from ..models import AdjudicationCase
 from ..store.operations.adjudication import MAX_CASES
 from .context import Context
 from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import short_id
-from .parsing import add_command, add_group, int_within
+from .parsing import add_command, add_group, int_within, json_arg
 from .table import Column, render_table
 
 __all__ = ["register"]
@@ -73,6 +74,17 @@ def register(subparsers: Any) -> None:
         "--evidence-digest",
         metavar="SHA256",
         help="refuse unless the case's evidence digest is still this one",
+    )
+    decide.add_argument(
+        "--result",
+        metavar="JSON",
+        type=json_arg,
+        default=NO_RESULT,
+        help=(
+            "with applied: the result the handler would have returned (its children read it "
+            'in ctx.parents; default {"adjudication": "applied", "requestId": ...}); '
+            "@file or - for stdin"
+        ),
     )
     decide.set_defaults(handler=run_decide)
 
@@ -177,6 +189,7 @@ def run_decide(ctx: Context, args: argparse.Namespace) -> int:
             evidence_digest=digest,
             reason=args.reason,
             actor=ctx.actor,
+            result=args.result,
         )
     ctx.emit(
         {"case": case_json(decided), "actor": ctx.actor},

@@ -57,6 +57,8 @@ def register(subparsers: Any) -> None:
             "--job). Each requeue is checked against the dead letter's fence as read here\n"
             "(--expected-fence to pin it), so two operators cannot requeue one failure twice\n"
             "(SCHEDULER_REQUEUE_EVIDENCE_CONFLICT, exit 4). --actor and --reason are recorded.\n"
+            "An outcome-unknown dead letter is refused (SCHEDULER_REQUEUE_NEEDS_ADJUDICATION):\n"
+            "decide it with `jobledger adjudicate decide`, or pass --override-adjudication.\n"
             "Several at once ask for confirmation unless --yes; progress goes to stderr."
         ),
     )
@@ -71,6 +73,22 @@ def register(subparsers: Any) -> None:
         metavar="N",
         type=positive_arg,
         help="with one OCCURRENCE: refuse unless it is a dead letter at this fence",
+    )
+    requeue.add_argument(
+        "--revive-children",
+        action="store_true",
+        help=(
+            "its descendants cancelled because of it (parent_failed) go back to blocked and "
+            "follow its new run"
+        ),
+    )
+    requeue.add_argument(
+        "--override-adjudication",
+        action="store_true",
+        help=(
+            "requeue an outcome-unknown dead letter without a decision (runs its side effect "
+            "again; recorded in the audit log) — `jobledger adjudicate decide` is the normal way"
+        ),
     )
     requeue.set_defaults(handler=run_requeue)
 
@@ -145,7 +163,12 @@ def run_requeue(ctx: Context, args: argparse.Namespace) -> int:
                     )
                 fence = current.fence
             return store.requeue_dead_letter(
-                occurrence_id=key, expected_fence=fence, reason=args.reason, actor=ctx.actor
+                occurrence_id=key,
+                expected_fence=fence,
+                reason=args.reason,
+                actor=ctx.actor,
+                revive_children=args.revive_children,
+                override_adjudication=args.override_adjudication,
             )
 
         outcome = apply_each(ctx, list(fences), requeue, verb="requeued", failed=unknown)

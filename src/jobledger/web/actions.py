@@ -125,10 +125,14 @@ def _refused(
 
 async def requeue(dash: Dashboard, request: Request) -> Response:
     """Requeue the dead letters named ``id`` (``<occurrence id>:<fence>``, one or many) with
-    ``reason``. The fence is the evidence the operator saw: a dead letter that changed since
+    ``reason`` (and ``revive_children=1``: their descendants cancelled because of them follow
+    them again). The fence is the evidence the operator saw: a dead letter that changed since
     (requeued by someone else, say) is refused rather than requeued twice."""
     identity, form = await _authorize(dash, request)
     reason = _reason(form)
+    # An outcome-unknown dead letter is refused by the store (it is adjudicated instead, SPEC
+    # §9): the dashboard offers no override.
+    revive = first(form, "revive_children") == "1"
     wanted: list[tuple[str, int]] = []
     for value in form.get("id", []):
         occurrence_id, _, fence = value.rpartition(":")
@@ -150,6 +154,7 @@ async def requeue(dash: Dashboard, request: Request) -> Response:
                         expected_fence=fence,
                         reason=reason,
                         actor=identity.actor,
+                        revive_children=revive,
                     )
                 )
             except SchedulerError as exc:

@@ -221,7 +221,7 @@ async def dead_letters(dash: Dashboard, request: Request) -> Response:
     job_id = _identifier(request, "job", "job")
     limit = _limit(request)
 
-    def read() -> tuple[int, list[Occurrence], int]:
+    def read() -> tuple[int, list[Occurrence], int, set[str]]:
         now = dash.store.now()
         items = dash.store.list_dead_letters(job_id=job_id, limit=limit)
         total = sum(
@@ -229,12 +229,21 @@ async def dead_letters(dash: Dashboard, request: Request) -> Response:
             for row in dash.store.count_occurrences(job_id=job_id)
             if row.status == "dead_letter"
         )
-        return now, items, total
+        # Outcome-unknown dead letters nobody decided: adjudicated, not requeued (SPEC §9).
+        undecided = {
+            item.id
+            for item in items
+            if str((item.last_error or {}).get("code", "")).endswith("_OUTCOME_UNKNOWN")
+            and (case := dash.store.get_adjudication_case(item.id)) is not None
+            and case.eligible
+        }
+        return now, items, total, undecided
 
-    now, items, total = await dash.call(read)
+    now, items, total, undecided = await dash.call(read)
     return dash.render(
         page,
         "dead_letters.html",
+        undecided=undecided,
         items=items,
         total=total,
         limit=limit,

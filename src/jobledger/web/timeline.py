@@ -32,6 +32,7 @@ _TITLES: dict[str, tuple[str, Tone]] = {
     "occurrence_cancelled": ("Cancelled by an operator", "operator"),
     "occurrence_snoozed": ("Snoozed — the attempt given back", "muted"),
     "occurrence_adjudication_recorded": ("Outcome adjudicated by an operator", "operator"),
+    "occurrence_revived": ("Revived: its parent was requeued", "operator"),
     "job_created": ("Job created", "info"),
     "job_updated": ("Job updated", "operator"),
     "schedule_slots_skipped": ("Schedule slots skipped", "warn"),
@@ -139,6 +140,8 @@ def _entry(event: Event) -> TimelineEntry:
         title = "Dead-lettered: the final attempt's lease expired"
     if event.type == "occurrence_dead_lettered" and event.data.get("reason") == "outcome_unknown":
         title = "Dead-lettered: outcome unknown (the worker was lost), waiting for a decision"
+    if event.type == "occurrence_cancelled" and event.data.get("reason") == "parent_failed":
+        title, tone = "Cancelled: a parent failed", "warn"
     return TimelineEntry(event, event, title, tone, _details(event))
 
 

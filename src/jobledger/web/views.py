@@ -265,6 +265,8 @@ class OccurrencePageView:
     flags: list[str] = field(default_factory=list)
     graph: FlowGraph | None = None  # its flow (SPEC §10), when it has parents or children
     parents: list[ParentState] = field(default_factory=list)
+    # An outcome-unknown dead letter nobody decided: it is adjudicated, not requeued (SPEC §9).
+    awaits_decision: bool = False
 
 
 TIMELINE_PAGE = 200
@@ -290,6 +292,9 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
     reasons = why_waiting(store, occurrence, when=formatting.utc)
     flags += [f"Not running: {reason.text}" for reason in reasons]
     graph = store.flow_graph(occurrence_id, limit=FLOW_GRAPH_NODES)
+    case = (
+        store.get_adjudication_case(occurrence_id) if occurrence.status == "dead_letter" else None
+    )
     return OccurrencePageView(
         occurrence=occurrence,
         job=store.get_job(occurrence.job_id),
@@ -300,6 +305,7 @@ def occurrence_page(store: Store, occurrence_id: str, before: int | None) -> Occ
         flags=flags,
         graph=graph if len(graph.nodes) > 1 else None,
         parents=store.parent_states(occurrence_id) if occurrence.parents else [],
+        awaits_decision=case is not None and case.eligible,
     )
 
 

@@ -402,9 +402,10 @@ class LeaseOperations(OperationsBase):
             if undecided and not override:
                 raise RequeueConflict(
                     f"Occurrence {key} is an outcome-unknown dead letter: nobody knows whether "
-                    f"its side effect happened. Decide it with `jobledger adjudicate {key}` "
-                    "(not_applied runs it once more), or requeue with an explicit override "
-                    "(--override-adjudication) if you accept running it again",
+                    f"its side effect happened. Decide it: `jobledger adjudicate decide {key} "
+                    "not_applied|applied --reason ...` (not_applied runs it once more), or "
+                    "requeue it with an explicit, audited override (--override-adjudication, "
+                    "override_adjudication=True) if running it again is safe",
                     code="SCHEDULER_REQUEUE_NEEDS_ADJUDICATION",
                     details={"occurrenceId": key, "errorCode": _error_code(current)},
                 )
