@@ -13,9 +13,9 @@ The store is ``$JOBLEDGER_DB`` if set, else the embedded SQLite file the ``joble
 uses by default (``~/.local/share/jobledger/jobledger.sqlite3`` on Linux), so in another
 terminal these look at the same store:
 
-    jobledger stats
-    jobledger explain demo-heartbeat
-    jobledger history --follow
+    jobledger --app examples.demo:app stats
+    jobledger --app examples.demo:app explain demo-heartbeat
+    jobledger --app examples.demo:app history --follow
 """
 
 from __future__ import annotations

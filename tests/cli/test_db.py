@@ -328,43 +328,60 @@ def test_a_wrong_postgres_url_is_a_misconfiguration_not_an_outage(wrong, clean_e
     assert expected in result.err
 
 
-def test_the_default_store_is_in_the_data_directory(tmp_path, clean_env):
+def test_no_store_given_is_an_error_naming_the_default_store(tmp_path, clean_env):
+    """Issue 32 item 10: with no --db, --app or $JOBLEDGER_DB the command line used the
+    embedded default store (the demo's) without a word; it now stops and says how to name one,
+    and the default store is used only when named."""
     cli = Cli(None, clean_env)
-    missing = cli("job", "list")
-    missing.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
-    assert "no --db was given and $JOBLEDGER_DB is unset" in missing.err
     expected = Path(clean_env["XDG_DATA_HOME"]) / "jobledger" / "jobledger.sqlite3"
+    for argv in (("job", "list"), ("db", "init"), ("stats",)):
+        missing = cli(*argv)
+        missing.assert_one_line_error("SCHEDULER_STORE_NOT_CONFIGURED", 5)
+        assert f"--db {expected}" in missing.err
+        assert "--app" in missing.err
     assert not expected.exists()
-    assert cli.json("db", "init")["target"] == str(expected)
-    assert expected.exists()
-    assert cli.json("job", "list") == {"jobs": [], "nextAfter": None}
+    named = Cli(str(expected), clean_env)
+    assert named.json("db", "init")["target"] == str(expected)
+    assert named.json("job", "list") == {"jobs": [], "nextAfter": None}
+    # Even once it exists, it is not used unless named.
+    cli("job", "list").assert_one_line_error("SCHEDULER_STORE_NOT_CONFIGURED", 5)
 
 
-@pytest.mark.parametrize("source", ["--db", "$JOBLEDGER_DB", "default"])
+def test_every_command_can_take_the_store_of_an_app(tmp_path, clean_env, monkeypatch):
+    db = tmp_path / "shop.sqlite3"
+    (tmp_path / "shop_jobs.py").write_text(
+        "import jobledger\n"
+        f"app = jobledger.App({str(db)!r}, name='shop', authorize=jobledger.allow_all)\n"
+        "app.ensure_job('receipt', 'send_receipt')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    cli = Cli(None, clean_env)
+    listed = cli.json("--app", "shop_jobs:app", "job", "list")
+    assert [job["id"] for job in listed["jobs"]] == ["receipt"]
+    assert cli.ok("job", "list", "--app", "shop_jobs:app").code == 0  # after the command too
+    both = cli("--app", "shop_jobs:app", "--db", str(db), "job", "list")
+    both.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+@pytest.mark.parametrize("source", ["--db", "$JOBLEDGER_DB"])
 def test_a_missing_store_names_its_path_and_where_it_came_from(source, tmp_path, clean_env):
     """`SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at this path` named no path —
     worst for the default store, whose path the user never typed."""
     from jobledger.cli.context import Context
 
-    if source == "default":
-        path = Path(clean_env["XDG_DATA_HOME"]) / "jobledger" / "jobledger.sqlite3"
-        env, db = clean_env, None
-    else:
-        path = tmp_path / "typo" / "jobs.sqlite3"
-        env = {**clean_env, "JOBLEDGER_DB": str(path)} if source == "$JOBLEDGER_DB" else clean_env
-        db = str(path) if source == "--db" else None
+    path = tmp_path / "typo" / "jobs.sqlite3"
+    env = {**clean_env, "JOBLEDGER_DB": str(path)} if source == "$JOBLEDGER_DB" else clean_env
+    db = str(path) if source == "--db" else None
     result = Cli(db, env)("job", "list")
     result.assert_one_line_error("SCHEDULER_STORE_NOT_FOUND", 5)
     where = {
         "--db": "the path given by --db",
         "$JOBLEDGER_DB": "the path in $JOBLEDGER_DB",
-        "default": "the default store",
     }[source]
     assert result.error_lines == [
         f"error: SCHEDULER_STORE_NOT_FOUND: No scheduler database exists at {path} ({where})"
     ]
-    if source != "default":
-        assert f"hint: check the path ({source})" in result.err
+    assert f"hint: check the path ({source})" in result.err
     assert not path.parent.exists()
     with pytest.raises(jobledger.StoreNotFound) as missing:
         Context(target=str(path), target_source=source).open_store()

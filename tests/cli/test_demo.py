@@ -78,7 +78,7 @@ def test_the_demo_worker_runs_scheduled_work_within_seconds(tmp_path):
     assert not (tmp_path / "xdg").exists()  # $JOBLEDGER_DB decided the store, not the default
 
     stats = subprocess.run(
-        [str(JOBLEDGER), "--json", "stats"],
+        [str(JOBLEDGER), "--app", "examples.demo:app", "--json", "stats"],  # as the README says
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -29,9 +29,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
-from ..errors import SchedulerError
+from ..errors import InvalidArgument, SchedulerError
+from ..store import Store
 from ..store.paths import default_target, resolve_target
 from ..version import __version__
 from . import (
@@ -65,9 +66,10 @@ __all__ = ["build_parser", "default_target", "main"]
 DESCRIPTION = """\
 Operate a jobledger store: inspect it, explain schedules, act on occurrences, run workers.
 
-The store is --db (a SQLite path, sqlite:///path or postgresql://…), else $JOBLEDGER_DB, else
-the embedded SQLite store in your data directory. Only `db init`, `db migrate` and
-`worker --migrate` create or upgrade a store. Global options may also follow the command.
+The store is --db (a SQLite path, sqlite:///path or postgresql://…), else the store of
+--app MODULE:APP, else $JOBLEDGER_DB; with none of them a command stops and names the embedded
+default store's path (`jobledger worker` runs on its app's store). Only `db init`, `db migrate`
+and `worker --migrate` create or upgrade a store. Global options may also follow the command.
 Exit status: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 store missing or needs
 migration, 130 interrupted.
 """
@@ -133,6 +135,10 @@ def _context(
     sleep: Callable[[float], None],
 ) -> Context:
     target, source = resolve_target(getattr(args, "db", None), env)
+    app_options: dict[str, Any] = {}
+    app_ref = getattr(args, "app_ref", None)
+    if app_ref is not None:
+        target, source, app_options = _app_target(args, app_ref)
     zone_name = getattr(args, "tz", None)
     actor = getattr(args, "actor", None)
     return Context(
@@ -149,7 +155,35 @@ def _context(
         stderr=stderr,
         env=env,
         sleep=sleep,
+        app_store_options=app_options,
     )
+
+
+def _app_target(args: object, app_ref: str) -> tuple[str, str, dict[str, Any]]:
+    """The store an app given by ``--app MODULE:APP`` uses, and the options it opens it with."""
+    if getattr(args, "db", None) is not None:
+        raise InvalidArgument(
+            "--db and --app both name a store: give one", details={"field": "--app"}
+        )
+    if getattr(args, "command", None) == "worker":
+        raise InvalidArgument(
+            "`jobledger worker` takes the app as its argument: jobledger worker MODULE:APP",
+            details={"field": "--app"},
+        )
+    app = worker.load_app(app_ref, ".")
+    try:
+        found = app.target
+        options = {
+            key: value for key, value in app.store_options.items() if key in _APP_STORE_OPTIONS
+        }
+    finally:
+        app.close()
+    target = found.target if isinstance(found, Store) else str(found)
+    return target, "--app", options
+
+
+# What the CLI keeps of an app's own store options: where its tables are, not its pool sizes.
+_APP_STORE_OPTIONS = frozenset({"schema"})
 
 
 def main(

@@ -1,6 +1,7 @@
 """What every command receives: the global options, resolved once, and the ways to talk back.
 
-:class:`Context` holds the store target (``--db``, ``$JOBLEDGER_DB`` or the embedded default),
+:class:`Context` holds the store target (``--db``, the store of ``--app MODULE:APP``,
+``$JOBLEDGER_DB``; never the embedded default unless named with ``--db``),
 the output mode (``--json`` or tables), the zone instants are printed in (``--tz``), the actor
 recorded for operator actions (``--actor``), and the streams. Commands open the store through
 :meth:`Context.open_store`, which never creates or upgrades a database unless the command says
@@ -20,7 +21,13 @@ from datetime import UTC, tzinfo
 from typing import Any, TextIO
 
 from ..contract import normalize_identifier
-from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNotFound
+from ..errors import (
+    InvalidArgument,
+    MigrationRequired,
+    SchedulerError,
+    StoreMisconfigured,
+    StoreNotFound,
+)
 from ..store import Store, open_store
 from ..store.paths import DB_ENV
 from .errors import ABORTED, CONFIRMATION_REQUIRED
@@ -35,7 +42,9 @@ _SOURCES = {
     f"${DB_ENV}": f"the path in ${DB_ENV}",
     "default": "the default store",
     "STORE": "the STORE given to `jobledger web`",
+    "--app": "the store of the app given by --app",
 }
+NOT_CONFIGURED = "SCHEDULER_STORE_NOT_CONFIGURED"
 
 
 def is_postgres(target: str) -> bool:
@@ -69,6 +78,8 @@ class Context:
     stderr: TextIO | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     sleep: Callable[[float], None] | None = None
+    # Store options an app given by --app opens its store with (PostgreSQL schema, pool …).
+    app_store_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.actor = normalize_identifier(self.actor, "--actor")
@@ -79,10 +90,26 @@ class Context:
     def uses_default_target(self) -> bool:
         return self.target_source == "default"
 
+    def require_target(self) -> None:
+        """Refuse to guess the store: with no ``--db``, ``--app`` or ``$JOBLEDGER_DB`` a command
+        would read the embedded default store (the demo's), which is rarely the one meant.
+        ``SCHEDULER_STORE_NOT_CONFIGURED``; its hint names the three ways and the default's
+        path (``--db <that path>`` uses it)."""
+        if self.uses_default_target:
+            raise StoreMisconfigured(
+                "No store given: pass --db (a SQLite path or postgresql://…), --app MODULE:APP "
+                f"(the store your app uses) or set ${DB_ENV}; the embedded default store is "
+                f"--db {self.target}",
+                code=NOT_CONFIGURED,
+                details={"problem": "no_store_given", "defaultTarget": self.target},
+            )
+
     def open_store(self, *, migrate: bool = False) -> Store:
         """Open the store; ``migrate=False`` (every read and operator command) neither creates
         nor upgrades it: a missing file is ``SCHEDULER_STORE_NOT_FOUND`` (naming the path and
-        where it came from), an old schema ``SCHEDULER_MIGRATION_REQUIRED``."""
+        where it came from), an old schema ``SCHEDULER_MIGRATION_REQUIRED``. No store given
+        at all is ``SCHEDULER_STORE_NOT_CONFIGURED`` (:meth:`require_target`)."""
+        self.require_target()
         try:
             return open_store(self.target, migrate=migrate, **self.store_options())
         except StoreNotFound as exc:
@@ -123,7 +150,7 @@ class Context:
     def store_options(self) -> dict[str, Any]:
         """``open_store`` options for the target (PostgreSQL: no LISTEN thread, ``--pg-schema``)."""
         if is_postgres(self.target):
-            options: dict[str, Any] = {"listen": False}
+            options: dict[str, Any] = {**self.app_store_options, "listen": False}
             if self.pg_schema is not None:
                 options["schema"] = self.pg_schema
             return options
@@ -132,7 +159,7 @@ class Context:
                 "--pg-schema applies only to a PostgreSQL store (--db postgresql://…)",
                 details={"field": "--pg-schema"},
             )
-        return {}
+        return dict(self.app_store_options)
 
     # -- output -----------------------------------------------------------------------------
 

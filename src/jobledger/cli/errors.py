@@ -104,6 +104,11 @@ def exit_code_for(error: SchedulerError) -> int:
 def _hint(error: SchedulerError, default_target: bool) -> str | None:
     details = error.details or {}
     code = error.code
+    if code == "SCHEDULER_STORE_NOT_CONFIGURED":
+        return (
+            "e.g. `jobledger --db postgresql://app@db/app stats`, `jobledger --app shop.jobs:app "
+            "stats`, or export JOBLEDGER_DB"
+        )
     if isinstance(error, StoreNotFound):
         if default_target:
             return (

@@ -210,8 +210,19 @@ def add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> None
         metavar="URL",
         default=unset,
         help=text(
-            "the store: a SQLite path, sqlite:///path or postgresql://… (default: $JOBLEDGER_DB, "
-            "else the embedded store in your data directory)"
+            "the store: a SQLite path, sqlite:///path or postgresql://… (default: the store of "
+            "--app, else $JOBLEDGER_DB; without any of them a command names the default store's "
+            "path and stops)"
+        ),
+    )
+    group.add_argument(
+        "--app",
+        metavar="MODULE:APP",
+        dest="app_ref",
+        default=unset,
+        help=text(
+            "use the store of this jobledger.App (imported like `jobledger worker MODULE:APP`, "
+            "from the current directory)"
         ),
     )
     group.add_argument(

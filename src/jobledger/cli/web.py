@@ -62,6 +62,7 @@ def run_web(ctx: Context, args: argparse.Namespace) -> int:
     web_cli = _web_cli()
     assert web_cli is not None
     if getattr(args, "target", None) is None:
+        ctx.require_target()
         args.target = ctx.target
     else:  # errors name the STORE argument as where the path came from, not --db
         ctx.target, ctx.target_source = args.target, "STORE"
