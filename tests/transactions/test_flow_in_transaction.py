@@ -204,3 +204,38 @@ def test_a_connection_on_another_store_is_refused_and_nothing_is_written(
     finally:
         other.close()
     assert _count(app) == 0
+
+
+def test_flow_async_writes_the_graph_in_the_callers_async_transaction(
+    psycopg_driver: Driver,
+) -> None:
+    """``app.flow_async(conn=...)`` on a psycopg AsyncConnection: invisible until the caller
+    commits; a synchronous connection is refused before the block."""
+    import psycopg
+
+    app = psycopg_driver.app
+
+    async def main() -> list[jobledger.Occurrence]:
+        async with await psycopg.AsyncConnection.connect(psycopg_driver.target) as conn:
+            async with conn.transaction():
+                await conn.execute("INSERT INTO orders (id) VALUES (1)")
+                async with app.flow_async(conn=conn) as flow:
+                    a = await flow.enqueue("confirm", payload={"n": 1})
+                    await flow.enqueue("confirm", after=[a])
+                assert _count(app) == 0  # not committed yet
+        return flow.occurrences
+
+    written = asyncio.run(main())
+    assert [o.status for o in written] == ["queued", "blocked"]
+    assert _count(app) == 2 and psycopg_driver.orders() == [1]
+
+    sync_conn = psycopg.connect(psycopg_driver.target)
+
+    async def refused() -> None:
+        async with app.flow_async(conn=sync_conn):
+            pass
+
+    with pytest.raises(jobledger.SchedulerError) as error:
+        asyncio.run(refused())
+    assert error.value.details["reason"] == "sync_connection"
+    sync_conn.close()

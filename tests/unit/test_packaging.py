@@ -22,3 +22,11 @@ def test_the_build_needs_a_setuptools_that_reads_it():
     ]
     found = re.fullmatch(r"setuptools>=(\d+)(?:\.\d+)*", setuptools)
     assert found and int(found[1]) >= 77, setuptools
+
+
+def test_the_sqlalchemy_extra_brings_what_async_sessions_need():
+    """Issue 32 item 10: with SQLAlchemy 2.1 `enqueue_async(conn=AsyncSession)` failed on a
+    missing greenlet: SQLAlchemy's asyncio support is its own extra."""
+    requirements = PYPROJECT["project"]["optional-dependencies"]["sqlalchemy"]
+    [sqlalchemy] = [r for r in requirements if r.startswith("sqlalchemy")]
+    assert re.match(r"sqlalchemy\[([a-z,]*\b)?asyncio\b", sqlalchemy), sqlalchemy

@@ -158,3 +158,32 @@ def test_enqueue_async_takes_parents_like_enqueue(app, clock: FakeClock):
     assert child.on_parent_failure == "run"
     run_until_idle(app)
     assert seen == [{parent.id: {"thumb": "a.thumb"}}]
+
+
+def test_flow_async_is_the_async_twin_of_flow(app, clock: FakeClock):
+    """Issue 32 item 10: app.flow had no async twin."""
+    import asyncio
+
+    seen: list[dict[str, Any]] = []
+    _thumbnails(app, seen)
+
+    async def build() -> tuple[Any, list[jobledger.Occurrence]]:
+        async with app.flow_async() as flow:
+            images = [await flow.enqueue("thumbnail", payload={"src": f"img{i}"}) for i in range(3)]
+            join = await flow.enqueue("summary", after=images)
+            assert flow.occurrences == []  # nothing written before the block ends
+        return join, flow.occurrences
+
+    join, written = asyncio.run(build())
+    assert [o.status for o in written] == ["queued"] * 3 + ["blocked"]
+    run_until_idle(app)
+    assert app.get_occurrence(join.id).result == 3
+
+    async def abandoned() -> None:
+        async with app.flow_async() as flow:
+            await flow.enqueue("thumbnail", payload={"src": "never"})
+            raise RuntimeError("changed my mind")
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(abandoned())
+    assert sum(c.count for c in app.store.count_occurrences(job_id="thumbnail")) == 3

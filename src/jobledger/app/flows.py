@@ -10,6 +10,10 @@
     with app.flow(conn=conn) as flow:   # the same, inside the caller's open transaction (§8)
         ...
 
+    async with app.flow_async(conn=async_conn) as flow:   # from async code (conn optional)
+        charge = await flow.enqueue("charge", payload=...)
+        await flow.enqueue("ship", after=[charge])
+
 The builder reads each job once and returns, from ``flow.enqueue``, the occurrence the commit
 will write (its id is exact: the commit refuses with ``SCHEDULER_FLOW_CONFLICT`` and writes
 nothing if a job changed revision, or a key was taken, meanwhile). ``flow.occurrences`` holds
@@ -18,8 +22,10 @@ the occurrences as committed (a child whose parents were all decided already is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,7 +36,7 @@ from ..models import UNSET, EnqueueRequest, Job, Occurrence, ParentFailurePolicy
 from ..store import caller, inputs, rows
 from .enqueue import EnqueueMethods, _parent_ids
 
-__all__ = ["Flow", "FlowMethods"]
+__all__ = ["AsyncFlow", "Flow", "FlowMethods"]
 
 
 class Flow:
@@ -138,6 +144,38 @@ class Flow:
                 self._requests, expected_ids=self._expected
             )
 
+    async def _commit_async(self) -> None:
+        self.committed = True
+        if self._conn is not None:
+            self.occurrences = await self._app._enqueue_flow_in_transaction_async(
+                self._conn, self._requests, self._expected
+            )
+        elif self._requests:
+            self.occurrences = await asyncio.to_thread(
+                self._app.store.enqueue_flow, self._requests, expected_ids=self._expected
+            )
+
+
+class AsyncFlow:
+    """The builder :meth:`FlowMethods.flow_async` yields: :class:`Flow` for async code, whose
+    ``enqueue`` is awaited (its reads of jobs and keys run in a worker thread)."""
+
+    def __init__(self, flow: Flow) -> None:
+        self._flow = flow
+
+    async def enqueue(self, job_id: str, **options: Any) -> Occurrence:
+        """:meth:`Flow.enqueue`, awaited: the same options, the same planned occurrence."""
+        return await asyncio.to_thread(functools.partial(self._flow.enqueue, job_id, **options))
+
+    @property
+    def occurrences(self) -> list[Occurrence]:
+        """The occurrences as committed (after the block)."""
+        return self._flow.occurrences
+
+    @property
+    def committed(self) -> bool:
+        return self._flow.committed
+
 
 def _planned(request: inputs.EnqueueInput, job: Job) -> Occurrence:
     """The occurrence the commit writes for a new firing of ``job``."""
@@ -202,6 +240,21 @@ class FlowMethods(EnqueueMethods):
         builder = Flow(self, conn)
         yield builder
         builder._commit()
+
+    @asynccontextmanager
+    async def flow_async(self, conn: object = None) -> AsyncIterator[AsyncFlow]:
+        """:meth:`flow` for async code: ``async with app.flow_async() as flow:`` and ``await
+        flow.enqueue(...)``; the graph is written in one transaction when the block ends,
+        without blocking the event loop. ``conn`` is the caller's open async transaction (a
+        psycopg ``AsyncConnection``, a SQLAlchemy ``AsyncSession``/``AsyncConnection``), under
+        the rules of :meth:`enqueue_async` with ``conn``; a synchronous one is refused
+        (``reason: sync_connection``). An exception inside the block writes nothing."""
+        if conn is not None:
+            self._caller_tx_store()
+            await caller.resolve_async(conn)  # refuses a sync or unknown connection up front
+        builder = Flow(self, conn)
+        yield AsyncFlow(builder)
+        await builder._commit_async()
 
 
 def _refuse_early(conn: object) -> None:

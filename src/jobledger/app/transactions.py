@@ -56,6 +56,13 @@ class TransactionMethods(AppBase):
             conn, requests, expected_ids=expected_ids
         )
 
+    async def _enqueue_flow_in_transaction_async(
+        self, conn: object, requests: Sequence[EnqueueRequest], expected_ids: Sequence[str]
+    ) -> list[Occurrence]:
+        return await self._caller_tx_store().enqueue_flow_in_transaction_async(
+            conn, requests, expected_ids=expected_ids
+        )
+
     async def _enqueue_in_transaction_async(
         self, conn: object, requests: Sequence[EnqueueRequest]
     ) -> list[Occurrence]:

@@ -72,6 +72,19 @@ class CallerTxOperations(OccurrenceOperations):
         normalized, check = flow_plan(requests, expected_ids)
         return self._in_caller_transaction(link, self._body(normalized, check))
 
+    async def enqueue_flow_in_transaction_async(
+        self, conn: object, requests: Sequence[EnqueueRequest], *, expected_ids: Sequence[str]
+    ) -> list[Occurrence]:
+        """:meth:`enqueue_flow_in_transaction` for an async connection or session
+        (``App.flow_async(conn=...)``), awaited on the running loop as
+        :meth:`enqueue_in_transaction_async` is."""
+        self._assert_open()
+        link = await caller.resolve_async(conn)
+        normalized, check = flow_plan(requests, expected_ids)
+        loop = asyncio.get_running_loop()
+        body = self._body(normalized, check)
+        return await asyncio.to_thread(self._in_caller_transaction, link, body, loop)
+
     def _body(
         self,
         requests: Sequence[inputs.EnqueueInput],
