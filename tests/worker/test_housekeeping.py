@@ -114,3 +114,19 @@ def test_the_reaper_ends_the_leases_of_a_worker_that_is_gone(store, clock):
     assert store.get_occurrence(dead.id).lease_expires_at == clock()
     assert store.get_occurrence(alive.id).lease_expires_at == clock() + LEASE_MS
     keeper.farewell()
+
+
+def test_the_reaper_records_the_stop_of_a_worker_that_is_gone(store, clock):
+    """Issue 32 item 10: a worker killed while it held no lease stayed listed in `stats` (no
+    state, last seen long ago) forever; the reaper records its stop."""
+    store.register_worker(worker_id="w-dead", hostname="h", pid=1, info={"status": "idle"})
+    store.register_worker(worker_id="w-alive", hostname="h", pid=2, info={"status": "idle"})
+    counting = Counting(store)
+    counting.owner_gone = lambda owner_id: owner_id == "w-dead"  # type: ignore[method-assign]
+    keeper, _ = _housekeeper(counting, Ticks())
+    keeper.announce()
+    keeper.run_due()
+    assert sorted(w.worker_id for w in store.list_workers()) == ["w-alive", "w-house"]
+    [dead] = [w for w in store.list_workers(stopped_since=0) if w.worker_id == "w-dead"]
+    assert dead.stopped_at == clock()
+    keeper.farewell()

@@ -231,6 +231,12 @@ class Housekeeper:
                         len(expired),
                     )
                     self._record("reaped", len(expired))
+        # A worker that died holding no lease is gone too: record its stop, so it is no longer
+        # listed among the running workers (jobledger stats, the dashboard) with a stale state.
+        for worker in store.list_workers():
+            if worker.worker_id != me and store.owner_gone(worker.worker_id):
+                store.stop_worker(worker.worker_id)
+                logger.warning("worker %s is gone: recorded its stop", worker.worker_id)
 
     def _beat(self) -> None:
         status = self._status()
