@@ -109,3 +109,35 @@ def test_occurrence_show_says_why_it_is_not_running(cli):
     explained = cli.json("explain", "j")
     assert explained["currentOccurrence"]["waiting"][0]["code"] == "queue_paused"
     assert "not running: queue paused" in cli.ok("explain", "j").out
+
+
+def test_an_operators_limit_survives_the_next_process_that_imports_the_app(cli):
+    """Issue 32 item 4: `queue set` was reverted by the next process importing the app; `queue
+    show` says which values an operator set."""
+
+    def start_the_app() -> None:  # what every process importing the app does
+        with jobledger.App(cli.target, name="shop", authorize=jobledger.allow_all) as app:
+            app.queue("emails", concurrency=2, rate=jobledger.Rate(5, timedelta(seconds=1)))
+
+    start_the_app()
+    cli.ok("queue", "set", "emails", "--concurrency", "8", "--actor", "ops:alice")
+    start_the_app()
+    shown = cli.json("queue", "show", "emails")
+    assert shown["queue"]["concurrency"] == 8
+    assert shown["queue"]["sources"]["concurrency"] == "operator"
+    assert shown["queue"]["sources"]["rate"] == "declaration"
+    text = cli.ok("queue", "show", "emails").out
+    assert "set by:       an operator (concurrency" in text
+    with cli.open() as store:
+        updates = [r for r in store.audit_log() if r.action == "queue_updated"]
+    assert [r.actor for r in reversed(updates)] == ["app:shop", "ops:alice"]  # no fight
+
+
+def test_a_limit_holding_work_back_says_an_operator_set_it(cli):
+    _backlog(cli, queue="mail", count=2)
+    cli.ok("queue", "set", "mail", "--concurrency", "1")
+    with cli.open() as store:
+        assert store.claim_next(owner_id="w", lease_ms=60_000) is not None
+    shown = cli.json("queue", "show", "mail")
+    [reason] = shown["holdingBack"]
+    assert "set by an operator" in reason["text"], reason

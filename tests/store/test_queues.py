@@ -210,3 +210,63 @@ def test_bad_rates_and_priorities_are_refused(store, clock, authority):
         make_job(store, authority, "job-b", priority=-101)
     assert store.get_job("job-b") is None
     assert list(store.list_occurrences(limit=10).items) == []
+
+
+# -- declarations vs operators (SPEC §14) --------------------------------------------------
+
+
+def _mail(**limits) -> Queue:
+    return Queue(name="mail", **limits)
+
+
+def _updates(store) -> list[dict]:
+    return [r.data for r in store.audit_log(limit=50) if r.action == "queue_updated"][::-1]
+
+
+def test_an_operators_value_stands_against_an_unchanged_declaration(store):
+    """Issue 32 item 4: `jobledger queue set` was reverted by the next process importing the
+    app (its app.queue declaration applied again)."""
+    per_second = Rate(5, timedelta(seconds=1))
+    declared = store.declare_queue(_mail(concurrency=2, rate=per_second), actor="app:shop")
+    assert declared.sources == {
+        "concurrency": "declaration",
+        "worker_concurrency": "declaration",
+        "partition_concurrency": "declaration",
+        "rate": "declaration",
+        "partition_rate": "declaration",
+    }
+    operated = store.declare_queue(
+        _mail(concurrency=10, rate=per_second),
+        actor="ops:alice",
+        source="operator",
+        fields=["concurrency"],
+    )
+    assert operated.concurrency == 10 and operated.sources["concurrency"] == "operator"
+    # The next process starts: the same declaration again writes nothing.
+    again = store.declare_queue(_mail(concurrency=2, rate=per_second), actor="app:shop")
+    assert (again.concurrency, again.revision) == (10, operated.revision)
+    assert store.get_queue("mail").concurrency == 10
+    assert len(_updates(store)) == 2
+    # A deploy changes the rate in code: applied; the operator's concurrency stands.
+    faster = Rate(10, timedelta(seconds=1))
+    changed = store.declare_queue(_mail(concurrency=2, rate=faster), actor="app:shop")
+    assert (changed.concurrency, changed.rate) == (10, faster)
+    assert changed.sources["concurrency"] == "operator"
+    # A deploy changes the concurrency in code: the new declaration takes it back.
+    retaken = store.declare_queue(_mail(concurrency=3, rate=faster), actor="app:shop")
+    assert retaken.concurrency == 3 and retaken.sources["concurrency"] == "declaration"
+    assert [(u["source"], u["to"]["concurrency"]) for u in _updates(store)] == [
+        ("declaration", 2),
+        ("operator", 10),
+        ("declaration", 10),
+        ("declaration", 3),
+    ]
+    assert store.get_queue("mail").to_json()["sources"]["concurrency"] == "declaration"
+
+
+def test_declaration_sources_are_refused_when_unknown(store):
+    with raises_code("SCHEDULER_INVALID_ARGUMENT"):
+        store.declare_queue(_mail(concurrency=1), actor="a", source="someone")
+    with raises_code("SCHEDULER_INVALID_ARGUMENT"):
+        store.declare_queue(_mail(concurrency=1), actor="a", source="operator", fields=["speed"])
+    assert store.get_queue("mail") is None

@@ -183,6 +183,7 @@ def _paused_words(ctx: Context, queue: Queue) -> str:
 def _show_text(ctx: Context, depth: QueueDepth) -> str:
     queue = depth.queue
     limits = ", ".join(limit_words(queue)) or "none"
+    operator = sorted(name for name, source in queue.sources.items() if source == "operator")
     lines = [
         f"queue:        {queue.name}" + ("" if queue.revision else " (not declared)"),
         f"paused:       {_paused_words(ctx, queue)}",
@@ -193,6 +194,18 @@ def _show_text(ctx: Context, depth: QueueDepth) -> str:
         f"blocked:      {_n(depth, 'blocked')}",
         f"limits:       {limits}",
     ]
+    if queue.revision:
+        lines.append(
+            "set by:       "
+            + (
+                f"an operator ({', '.join(operator)}; stands until an operator changes it), "
+                "the app's declaration (the rest)"
+                if operator
+                else "the app's declaration (app.queue)"
+                if any(source == "declaration" for source in queue.sources.values())
+                else "nobody (no limits)"
+            )
+        )
     if queue.rate is not None and depth.rate_window_end is not None:
         lines.append(
             f"rate window:  {depth.rate_claims} of {queue.rate.limit} claims, next window at "
@@ -289,7 +302,12 @@ def run_set(ctx: Context, args: argparse.Namespace) -> int:
         fields: dict[str, Any] = {name: getattr(base, name) for name in (*_LIMITS, *_RATES)}
         fields.update(given)
         declaration = normalize_declaration(name=args.name, **fields)
-        stored = store.declare_queue(declaration, actor=ctx.actor)
+        stored = store.declare_queue(
+            declaration,
+            actor=ctx.actor,
+            source="operator",
+            fields=None if args.replace else sorted(given),
+        )
     changed = before is None or stored.revision != before.revision
     document = {"queue": _queue_json(stored), "changed": changed, "actor": ctx.actor}
     limits = ", ".join(limit_words(stored)) or "no limits"

@@ -23,7 +23,15 @@ from .plans import (
     SkipReason,
     SlotFiring,
 )
-from .queues import DEPTH_CAP, MIN_RATE_WINDOW, OccurrenceGate, Queue, QueueDepth, Rate
+from .queues import (
+    DEPTH_CAP,
+    MIN_RATE_WINDOW,
+    QUEUE_LIMIT_KEYS,
+    OccurrenceGate,
+    Queue,
+    QueueDepth,
+    Rate,
+)
 from .records import (
     UNSET,
     WORKER_STALE_AFTER,
@@ -59,6 +67,7 @@ __all__ = [
     "MAX_PLANS_PER_CALL",
     "MAX_SLOTS_PER_CALL",
     "MIN_RATE_WINDOW",
+    "QUEUE_LIMIT_KEYS",
     "RECENT_SKIPS_KEPT",
     "SKIP_REASONS",
     "UNSET",

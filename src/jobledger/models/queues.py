@@ -48,12 +48,26 @@ class Rate:
         return {"limit": self.limit, "perMs": self.per_ms}
 
 
+# A queue's limits, by Python name, with their JSON (camelCase) keys.
+QUEUE_LIMIT_KEYS: dict[str, str] = {
+    "concurrency": "concurrency",
+    "worker_concurrency": "workerConcurrency",
+    "partition_concurrency": "partitionConcurrency",
+    "rate": "rate",
+    "partition_rate": "partitionRate",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Queue:
     """A queue's declared limits and pause state (see the module docstring).
 
     ``revision`` counts declarations (0: never declared, no limits); ``paused_at`` /
-    ``paused_by`` / ``paused_reason`` say who paused it, when and why.
+    ``paused_by`` / ``paused_reason`` say who paused it, when and why. ``sources`` says, per
+    limit (``concurrency``, ``worker_concurrency``, ``partition_concurrency``, ``rate``,
+    ``partition_rate``), where its value came from: ``"operator"`` (``jobledger queue set``:
+    it stands until an operator changes it), ``"declaration"`` (``app.queue`` in code) or
+    ``"default"`` (nobody set it: no limit) — SPEC §14. Not part of equality.
     """
 
     name: str = DEFAULT_QUEUE
@@ -69,6 +83,7 @@ class Queue:
     revision: int = 0
     created_at: int | None = None
     updated_at: int | None = None
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def limited(self) -> bool:
@@ -103,6 +118,7 @@ class Queue:
             "pausedAt": self.paused_at,
             "pausedBy": self.paused_by,
             "revision": self.revision,
+            "sources": {QUEUE_LIMIT_KEYS[name]: source for name, source in self.sources.items()},
         }
 
 

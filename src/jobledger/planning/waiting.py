@@ -158,7 +158,8 @@ def _queue_reasons(depth: QueueDepth, when: Callable[[int], str]) -> list[WaitRe
         reasons.append(
             WaitReason(
                 "queue_concurrency",
-                f"queue at its concurrency limit ({depth.running} running)",
+                f"queue at its concurrency limit ({depth.running} running"
+                f"{_set_by(queue, 'concurrency')})",
             )
         )
     if (
@@ -169,11 +170,20 @@ def _queue_reasons(depth: QueueDepth, when: Callable[[int], str]) -> list[WaitRe
         reasons.append(
             WaitReason(
                 "queue_rate",
-                f"rate limit: next window at {when(depth.rate_window_end)}",
+                f"rate limit{_set_by(queue, 'rate', ' (', ')')}: next window at "
+                f"{when(depth.rate_window_end)}",
                 depth.rate_window_end,
             )
         )
     return reasons
+
+
+def _set_by(queue: Queue, limit: str, before: str = "; ", after: str = "") -> str:
+    """Who set a limit, when it is not the app's declaration (SPEC §14: an operator's value
+    stands until an operator changes it, so say so where it holds work back)."""
+    if queue.sources.get(limit) != "operator":
+        return ""
+    return f"{before}set by an operator: `jobledger queue set` changes it{after}"
 
 
 def queue_reasons(depth: QueueDepth, when: Callable[[int], str] = _iso) -> list[WaitReason]:

@@ -716,14 +716,16 @@ SELECT * FROM jobledger_queues WHERE name = :name
 SELECT * FROM jobledger_queues ORDER BY name
 
 -- name: declare_queue
--- A declaration replaces every limit of the previous one; the pause state is not part of it.
+-- A declaration sets every limit; the pause state is not part of it. declared_json is the last
+-- declaration applied from code, operator_set_json the limits an operator set (SPEC §14).
 INSERT INTO jobledger_queues
   (name, concurrency, worker_concurrency, partition_concurrency, rate_limit, rate_per_ms,
    partition_rate_limit, partition_rate_per_ms, paused, paused_reason, paused_at, paused_by,
-   revision, created_at, updated_at)
+   revision, created_at, updated_at, declared_json, operator_set_json)
 VALUES
   (:name, :concurrency, :worker_concurrency, :partition_concurrency, :rate_limit, :rate_per_ms,
-   :partition_rate_limit, :partition_rate_per_ms, 0, NULL, NULL, NULL, 1, :now, :now)
+   :partition_rate_limit, :partition_rate_per_ms, 0, NULL, NULL, NULL, 1, :now, :now,
+   :declared_json, :operator_set_json)
 ON CONFLICT (name) DO UPDATE
 SET concurrency = excluded.concurrency,
     worker_concurrency = excluded.worker_concurrency,
@@ -733,7 +735,16 @@ SET concurrency = excluded.concurrency,
     partition_rate_limit = excluded.partition_rate_limit,
     partition_rate_per_ms = excluded.partition_rate_per_ms,
     revision = jobledger_queues.revision + 1,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at,
+    declared_json = excluded.declared_json,
+    operator_set_json = excluded.operator_set_json
+RETURNING *
+
+-- name: record_queue_sources
+-- The limits did not change, only what is recorded about where they came from: no new revision.
+UPDATE jobledger_queues
+SET declared_json = :declared_json, operator_set_json = :operator_set_json
+WHERE name = :name
 RETURNING *
 
 -- name: pause_queue

@@ -14,7 +14,7 @@ from typing import Any
 from .. import contract
 from ..authority import normalize_authority
 from ..errors import DataCorrupt, InvalidArgument
-from ..models import Event, Job, Occurrence, Queue, Rate
+from ..models import QUEUE_LIMIT_KEYS, Event, Job, Occurrence, Queue, Rate
 
 __all__ = [
     "event_from_row",
@@ -183,7 +183,29 @@ def queue_from_row(row: Mapping[str, Any]) -> Queue:
         revision=int(row["revision"]),
         created_at=int(row["created_at"]),
         updated_at=int(row["updated_at"]),
+        sources=queue_sources(row),
     )
+
+
+def queue_sources(row: Mapping[str, Any]) -> dict[str, str]:
+    """Where each limit of a stored queue came from (``Queue.sources``, SPEC §14)."""
+    operator = set(read_stored_json(row["operator_set_json"], "queue operator fields"))
+    declared = row["declared_json"] is not None
+    limits = {
+        "concurrency": row["concurrency"],
+        "worker_concurrency": row["worker_concurrency"],
+        "partition_concurrency": row["partition_concurrency"],
+        "rate": row["rate_limit"],
+        "partition_rate": row["partition_rate_limit"],
+    }
+    return {
+        name: "operator"
+        if QUEUE_LIMIT_KEYS[name] in operator
+        else "declaration"
+        if declared or value is not None
+        else "default"
+        for name, value in limits.items()
+    }
 
 
 def _optional_int(value: object) -> int | None:

@@ -10,13 +10,14 @@ writer does the same. Each change appends an audit record (``queue_updated``, ``
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ... import contract
 from ...errors import InvalidArgument
-from ...models import Queue, Rate
+from ...models import QUEUE_LIMIT_KEYS, Queue, Rate
 from .. import inputs, rows
-from ..tx import Tx
+from ..tx import Row, Tx
 from .admission import Gate, load_queues, queue_lock
 from .base import OperationsBase, required
 
@@ -74,9 +75,21 @@ class QueueOperations(OperationsBase):
         self._assert_open()
         return [rows.queue_from_row(row) for row in self._read(lambda tx: tx.all("list_queues"))]
 
-    def declare_queue(self, declaration: Queue, *, actor: str) -> Queue:
+    def declare_queue(
+        self,
+        declaration: Queue,
+        *,
+        actor: str,
+        source: str = "declaration",
+        fields: Collection[str] | None = None,
+    ) -> Queue:
         if not isinstance(declaration, Queue):
             raise InvalidArgument("declaration must be a jobledger.Queue")
+        if source not in ("declaration", "operator"):
+            raise InvalidArgument(
+                "source must be 'declaration' or 'operator'", details={"field": "source"}
+            )
+        given = _fields(fields)
         wanted = normalize_declaration(
             name=declaration.name,
             concurrency=declaration.concurrency,
@@ -92,10 +105,26 @@ class QueueOperations(OperationsBase):
             self._take_locks(tx, shared=(), exclusive=[queue_lock(wanted.name)])
             before = tx.one("get_queue", {"name": wanted.name})
             previous = None if before is None else rows.queue_from_row(before)
-            if previous is not None and _same_limits(previous, wanted):
-                return previous  # the same declaration again changes nothing
+            plan = _plan(before, previous, wanted, source, given)
+            if plan is None:
+                assert previous is not None  # only a declaration seen before is unchanged
+                return previous  # an unchanged declaration: nothing is written
+            target, declared, operator = plan
+            recorded = {
+                "declared_json": None if declared is None else contract.canonical_json(declared),
+                "operator_set_json": contract.canonical_json(sorted(operator)),
+            }
+            if previous is not None and _same_limits(previous, target):
+                # The same limits: only where they came from may change (no revision, no audit).
+                if before is not None and (
+                    before["declared_json"] == recorded["declared_json"]
+                    and before["operator_set_json"] == recorded["operator_set_json"]
+                ):
+                    return previous
+                row = tx.one("record_queue_sources", {"name": wanted.name, **recorded})
+                return rows.queue_from_row(required(row))
             stored = rows.queue_from_row(
-                required(tx.one("declare_queue", {**_limit_params(wanted), "now": now}))
+                required(tx.one("declare_queue", {**_limit_params(target), **recorded, "now": now}))
             )
             self._audit(
                 tx,
@@ -107,6 +136,7 @@ class QueueOperations(OperationsBase):
                     "queue": wanted.name,
                     "from": None if previous is None else _limits_json(previous),
                     "to": _limits_json(stored),
+                    "source": source,
                 },
             )
             # A first declaration tightens too: rows enqueued before it were made ready
@@ -176,6 +206,75 @@ class QueueOperations(OperationsBase):
         result = self._write(body)
         self._after_enqueue()  # its queued work is claimable again: wake idle workers
         return result
+
+
+_LIMIT_KEYS = tuple(QUEUE_LIMIT_KEYS.values())
+
+
+def _fields(fields: Collection[str] | None) -> set[str]:
+    """The limits an operator names (Python names), as their JSON keys; None: all of them."""
+    if fields is None:
+        return set(_LIMIT_KEYS)
+    if isinstance(fields, str) or not all(name in QUEUE_LIMIT_KEYS for name in fields):
+        raise InvalidArgument(
+            f"fields must name limits among {', '.join(QUEUE_LIMIT_KEYS)}",
+            details={"field": "fields"},
+        )
+    return {QUEUE_LIMIT_KEYS[name] for name in fields}
+
+
+def _plan(
+    before: Row | None,
+    previous: Queue | None,
+    wanted: Queue,
+    source: str,
+    given: set[str],
+) -> tuple[Queue, dict[str, Any] | None, set[str]] | None:
+    """What a declaration writes (SPEC §14): the limits, the declaration recorded as last
+    applied from code, and the limits an operator set; ``None`` when nothing changes.
+
+    From code (``"declaration"``): the same declaration as last applied writes nothing, whatever
+    an operator set since; a changed one applies the limits whose declared value changed and
+    keeps the operator's values for the others. From an operator: the ``given`` limits take
+    their new values and stand from then on.
+    """
+    declared = (
+        None
+        if before is None or before["declared_json"] is None
+        else rows.read_stored_json(before["declared_json"], "queue declaration")
+    )
+    operator = (
+        set()
+        if before is None
+        else set(rows.read_stored_json(before["operator_set_json"], "queue operator fields"))
+    )
+    current = _limits_json(previous or Queue(name=wanted.name))
+    new = _limits_json(wanted)
+    if source == "operator":
+        merged = {**current, **{key: new[key] for key in given}}
+        return _queue_from_limits(wanted.name, merged), declared, operator | given
+    if declared == new:
+        return None
+    changed = {key for key in _LIMIT_KEYS if declared is None or declared.get(key) != new[key]}
+    merged = {
+        key: current[key] if key in operator and key not in changed else new[key]
+        for key in _LIMIT_KEYS
+    }
+    return _queue_from_limits(wanted.name, merged), new, operator - changed
+
+
+def _queue_from_limits(name: str, limits: dict[str, Any]) -> Queue:
+    def rate(value: Any) -> Rate | None:
+        return None if value is None else Rate.from_ms(int(value["limit"]), int(value["perMs"]))
+
+    return Queue(
+        name=name,
+        concurrency=limits["concurrency"],
+        worker_concurrency=limits["workerConcurrency"],
+        partition_concurrency=limits["partitionConcurrency"],
+        rate=rate(limits["rate"]),
+        partition_rate=rate(limits["partitionRate"]),
+    )
 
 
 def _tighter_partitions(before: Queue, after: Queue) -> bool:

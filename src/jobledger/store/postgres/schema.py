@@ -257,6 +257,12 @@ _V5_COLUMNS = {
     "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
     # Flows after a fix (revive_children): see the migration's section.
     "jobledger_requeues": (*_V4_COLUMNS["jobledger_requeues"], ("revived_children", _S, False)),
+    # Declarations vs operators: see the migration's section.
+    "jobledger_queues": (
+        *_V4_COLUMNS["jobledger_queues"],
+        ("declared_json", _T, True),
+        ("operator_set_json", _T, False),
+    ),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
@@ -267,7 +273,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "9ea832f94c6c1d37d468efcecbb3e03ce6f9991e16a71a56f4a05d6aa26d7847",
+        5: "77674479caf8869d9a146f35f03852dd530eee9d446ed159e94d1fb4ea437523",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -212,10 +212,24 @@ class QueueOperations(Protocol):
         """Every declared (or paused) queue, by name."""
         ...
 
-    def declare_queue(self, declaration: Queue, *, actor: str) -> Queue:
-        """Declare a queue's limits, replacing the previous declaration whole (omitted limits
-        become ``None``); the same declaration again changes nothing. The pause state is not
-        part of it. Appends a ``queue_updated`` audit record with ``actor``."""
+    def declare_queue(
+        self,
+        declaration: Queue,
+        *,
+        actor: str,
+        source: str = "declaration",
+        fields: Collection[str] | None = None,
+    ) -> Queue:
+        """Declare a queue's limits. The pause state is not part of them. A change appends a
+        ``queue_updated`` audit record with ``actor`` and ``source``.
+
+        ``source="declaration"`` (code: ``app.queue``) — the declaration is recorded as the last
+        applied from code; the same declaration again writes nothing, even if an operator
+        changed limits since (their values stand); a changed one applies every limit whose
+        declared value changed (omitted limits are ``None``) and keeps an operator's value for
+        the others. ``source="operator"`` (``jobledger queue set``) — the limits named in
+        ``fields`` (default: all) take the declaration's values and stand until an operator
+        changes them. ``Queue.sources`` says where each value came from (SPEC §14)."""
         ...
 
     def pause_queue(self, name: str, *, reason: str, actor: str) -> Queue:

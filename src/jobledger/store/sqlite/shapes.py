@@ -242,6 +242,12 @@ _V5_COLUMNS: dict[str, Columns] = {
         *_V4_COLUMNS["jobledger_requeues"],
         ("revived_children", "INTEGER", 1, 0),
     ),
+    # Declarations vs operators: see the migration's section.
+    "jobledger_queues": (
+        *_V4_COLUMNS["jobledger_queues"],
+        ("declared_json", "TEXT", 0, 0),
+        ("operator_set_json", "TEXT", 1, 0),
+    ),
 }
 COLUMNS: dict[int, dict[str, Columns]] = {
     1: _V1_COLUMNS,

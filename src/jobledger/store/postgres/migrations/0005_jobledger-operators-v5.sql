@@ -8,3 +8,9 @@ ALTER TABLE occurrences ADD COLUMN started_at BIGINT CHECK (started_at IS NULL O
 -- cancelled; the dead letter's earlier outcome then no longer decides them (revive.py).
 ALTER TABLE jobledger_requeues ADD COLUMN revived_children SMALLINT NOT NULL DEFAULT 0
   CHECK (revived_children IN (0, 1));
+
+-- Declarations vs operators (SPEC §14): the declaration last applied from code (app.queue), so
+-- an unchanged one is not applied again over what an operator set; and which limits an
+-- operator set (`jobledger queue set`), which stand until an operator changes them.
+ALTER TABLE jobledger_queues ADD COLUMN declared_json TEXT;
+ALTER TABLE jobledger_queues ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]';

@@ -12,3 +12,11 @@ ALTER TABLE occurrences ADD COLUMN started_at INTEGER CHECK (started_at IS NULL 
 -- cancelled; the dead letter's earlier outcome then no longer decides them (revive.py).
 ALTER TABLE jobledger_requeues ADD COLUMN revived_children INTEGER NOT NULL DEFAULT 0
   CHECK (revived_children IN (0, 1));
+
+-- Declarations vs operators (SPEC §14): the declaration last applied from code (app.queue), so
+-- an unchanged one is not applied again over what an operator set; and which limits an
+-- operator set (`jobledger queue set`), which stand until an operator changes them.
+ALTER TABLE jobledger_queues ADD COLUMN declared_json TEXT
+  CHECK (declared_json IS NULL OR json_valid(declared_json));
+ALTER TABLE jobledger_queues ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]'
+  CHECK (json_valid(operator_set_json));
