@@ -70,8 +70,10 @@ class JobMethods(AppBase):
         """Create the job, or bring it to exactly this definition; idempotent.
 
         For declaring jobs at start-up: the same declaration again changes nothing (no new
-        revision); a changed one updates the job with compare-and-swap on its revision (so
-        occurrences enqueued under the old definition are not run with the new one).
+        revision); a changed one updates the job with compare-and-swap on its revision. Live
+        occurrences keep running unless its ``kind`` or ``authority`` changed (then they are
+        stale); a new ``max_attempts`` applies from their next attempt (SPEC §14,
+        ``docs/deploys.md``).
         """
         wanted = {
             "kind": kind,

@@ -87,9 +87,9 @@ class Job:
 
     ``queue`` and ``priority`` (SPEC §7) are what its occurrences snapshot at enqueue, unless
     an enqueue names its own; ``on_lost_lease`` what becomes of an occurrence whose worker is
-    gone (SPEC §9). ``run_revision`` is the newest revision that changed how the job runs: an
-    update of ``queue`` or ``priority`` alone makes a new revision but leaves it, so occurrences
-    enqueued before it are not stale.
+    gone (SPEC §9). ``run_revision`` is the newest revision that changed what runs or on whose
+    behalf — its ``kind`` or ``authority`` (SPEC §14): any other update makes a new revision but
+    leaves it, so occurrences enqueued before it are not stale.
     """
 
     id: str

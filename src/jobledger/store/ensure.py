@@ -3,8 +3,8 @@
 The one loop behind :meth:`App.ensure_job <jobledger.App.ensure_job>` and
 :func:`jobledger.planning.declare.declare_schedule` (``App.schedule``): declaring the same job on
 every start-up writes nothing (no new revision, no ``job_updated`` event); a changed definition
-updates the job with a compare-and-swap on the revision it read, so occurrences enqueued under
-the old definition are never run with the new one.
+updates the job with a compare-and-swap on the revision it read; only a new kind or authority
+makes the occurrences enqueued under the old definition stale (SPEC §14).
 """
 
 from __future__ import annotations

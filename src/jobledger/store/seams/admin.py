@@ -80,11 +80,15 @@ class JobOperations(Protocol):
         """Compare-and-swap update: apply ``patch`` only if the job is at ``expected_revision``.
 
         Patch keys: ``kind, trigger, payload, authority, enabled, max_attempts, queue,
-        priority, on_lost_lease`` (non-empty). Always bumps the revision by one, so occurrences
-        enqueued earlier become stale for the runtime — unless the patch changes only ``queue``
-        and/or ``priority`` (``Job.run_revision`` stays): live occurrences keep their snapshot
-        and still run. The job's live occurrences follow its kind, workspace and enabled flag (a
-        disabled job's backlog leaves the claim index). A schedule is planned again from this
+        priority, on_lost_lease`` (non-empty). Always bumps the revision by one. Only a change of
+        ``kind`` or ``authority`` makes occurrences enqueued earlier stale for the runtime
+        (``Job.run_revision`` moves); any other patch leaves them runnable with their own
+        payload, queue and priority (SPEC §14). A new ``max_attempts`` is carried onto the live
+        occurrences that follow the job (whose ``max_attempts`` is still its previous value; not
+        those a requeue or an adjudication granted attempts), never below what is spent: a
+        running attempt still counts, a waiting one keeps the attempt it waits for. The job's
+        live occurrences follow its kind, workspace and enabled flag (a disabled job's backlog
+        leaves the claim index). A schedule is planned again from this
         instant. Missing job → ``SCHEDULER_NOT_FOUND``; another revision →
         ``SCHEDULER_REVISION_CONFLICT`` with ``{expectedRevision, actualRevision}``. Appends
         ``job_updated`` with ``{fromRevision, toRevision, changedFields}`` (and ``actor``).
