@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobledger
-from tests.cli.conftest import TtyInput
+from tests.cli.conftest import AUTHORITY, TtyInput
 
 JOB_KEYS = {
     "id",
@@ -21,6 +21,7 @@ JOB_KEYS = {
     "authority",
     "createdAt",
     "updatedAt",
+    "operatorFields",
 }
 
 
@@ -267,3 +268,12 @@ def test_missing_required_arguments_are_usage_errors(cli):
     cli("job").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
     cli("jobb", "list").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
     cli("job", "remove", "j", "--yes").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+def test_job_show_says_which_fields_an_operator_set(cli):
+    """Issue 32 item 4: the source of a job's values is shown."""
+    with cli.open() as store:
+        store.create_job(id="digest", kind="send_digest", authority=AUTHORITY)
+    cli.ok("job", "disable", "digest", "--actor", "ops:alice")
+    assert cli.json("job", "show", "digest")["job"]["operatorFields"] == ["enabled"]
+    assert "set by:       an operator (enabled" in cli.ok("job", "show", "digest").out

@@ -105,11 +105,16 @@ def test_a_concurrent_update_is_reread_once(store, monkeypatch):
     real_update = store.update_job
     calls = []
 
-    def racing_update(job_id, *, expected_revision, patch):
+    def racing_update(job_id, *, expected_revision, patch, **options):
         calls.append(expected_revision)
-        if len(calls) == 1:  # someone else writes first
-            real_update(job_id, expected_revision=expected_revision, patch={"payload": "theirs"})
-        return real_update(job_id, expected_revision=expected_revision, patch=patch)
+        if len(calls) == 1:  # another process declares first (an operator's write would stand)
+            real_update(
+                job_id,
+                expected_revision=expected_revision,
+                patch={"payload": "theirs"},
+                source="declaration",
+            )
+        return real_update(job_id, expected_revision=expected_revision, patch=patch, **options)
 
     monkeypatch.setattr(store, "update_job", racing_update)
     job = _declare(store, every=timedelta(minutes=10))
@@ -122,11 +127,14 @@ def test_a_conflict_that_persists_is_raised(store, monkeypatch):
     _declare(store, every=timedelta(minutes=5))
     real_update = store.update_job
 
-    def always_racing(job_id, *, expected_revision, patch):
+    def always_racing(job_id, *, expected_revision, patch, **options):
         real_update(
-            job_id, expected_revision=expected_revision, patch={"payload": expected_revision}
+            job_id,
+            expected_revision=expected_revision,
+            patch={"payload": expected_revision},
+            source="declaration",
         )
-        return real_update(job_id, expected_revision=expected_revision, patch=patch)
+        return real_update(job_id, expected_revision=expected_revision, patch=patch, **options)
 
     monkeypatch.setattr(store, "update_job", always_racing)
     with pytest.raises(RevisionConflict):

@@ -139,7 +139,7 @@ def test_enqueue_snapshots_job_fields(store, clock, authority):
     )
     stored = store.get_occurrence(occurrence.id)
     assert stored.payload == {"v": 1}
-    assert stored.max_attempts == 2
+    assert stored.max_attempts == 7  # changed by issue 32: a new max_attempts follows (SPEC §14)
     assert stored.authority == normalize_authority(authority)
 
 

@@ -176,6 +176,8 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     # parent stale, and its requeue binds it and revives the child its failure cancelled
     mail = store.get_job("mail")
     assert mail is not None
+    # a job declared from code, again with what it already is: only the declaration is recorded
+    store.record_job_declaration("mail", expected_revision=mail.revision, declared={"kind": "mail"})
     store.update_job("mail", expected_revision=mail.revision, patch={"max_attempts": 3})
     parent = store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key="p")
     store.enqueue_batch([EnqueueRequest("sms", now, "c", after=(parent.id,))])

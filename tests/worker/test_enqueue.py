@@ -317,3 +317,33 @@ def test_an_unsafe_path_raises_its_own_exception_class(tmp_path: Path):
     assert raised.value.code == "SCHEDULER_UNSAFE_PATH"
     assert isinstance(raised.value, jobledger.SchedulerError)
     assert list(real.iterdir()) == []
+
+
+def test_an_operator_disabling_a_job_is_not_undone_by_the_next_start(app: jobledger.App):
+    """Issue 32 item 4 (jobs): a job an operator disabled (dashboard, `jobledger job disable`)
+    was enabled again by the next process whose ensure_job declares enabled=True."""
+    app.handler("send_digest")(lambda ctx: None)
+    app.ensure_job("digest", "send_digest", max_attempts=3)
+    job = app.store.get_job("digest")
+    assert job is not None and job.operator_fields == ()
+    app.store.update_job(
+        "digest", expected_revision=job.revision, patch={"enabled": False}, actor="ops:alice"
+    )
+    assert app.store.get_job("digest").operator_fields == ("enabled",)  # type: ignore[union-attr]
+    # The next process starts with the same declaration: nothing is written.
+    again = app.ensure_job("digest", "send_digest", max_attempts=3)
+    assert (again.enabled, again.revision) == (False, job.revision + 1)
+    # A deploy changes another field: applied; the operator's `enabled` still stands.
+    changed = app.ensure_job("digest", "send_digest", max_attempts=5)
+    assert (changed.enabled, changed.max_attempts) == (False, 5)
+    assert changed.declared is not None and changed.declared["max_attempts"] == 5
+    # A deploy that changes `enabled` in code takes it back.
+    app.ensure_job("digest", "send_digest", max_attempts=5, enabled=False)
+    retaken = app.ensure_job("digest", "send_digest", max_attempts=5, enabled=True)
+    assert retaken.enabled is True and retaken.operator_fields == ()
+    sources = [
+        e.data.get("source", "operator")
+        for e in reversed(app.store.history(job_id="digest"))
+        if e.type == "job_updated"
+    ]
+    assert sources == ["operator", "declaration", "declaration"]  # step 5 recorded, no event

@@ -206,6 +206,11 @@ def _job_text(ctx: Context, job: Job, counts: dict[str, int] | None = None) -> s
         f"created:      {ctx.when(job.created_at)}",
         f"updated:      {ctx.when(job.updated_at)}",
     ]
+    if job.operator_fields:
+        lines.append(
+            f"set by:       an operator ({', '.join(job.operator_fields)}: stands until an "
+            "operator changes it, or the app's declaration of it changes)"
+        )
     if counts is not None:
         shown = ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "none"
         lines.append(f"occurrences:  {shown}")

@@ -68,6 +68,8 @@ def job_json(job: Job) -> dict[str, Any]:
         "authority": job.authority,
         "createdAt": iso_utc(job.created_at),
         "updatedAt": iso_utc(job.updated_at),
+        # SPEC §14: fields an operator set, which stand against the app's unchanged declaration
+        "operatorFields": list(job.operator_fields),
     }
 
 

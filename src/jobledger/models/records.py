@@ -81,6 +81,21 @@ LostLeasePolicy = Literal["retry", "adjudicate"]
 ParentFailurePolicy = Literal["cancel", "run"]
 
 
+_MISSING: Any = object()
+# How a job's fields compare (JSON canonically), for changes_to and declaration_changes.
+_JOB_FIELD_FORMS: dict[str, Callable[[Any], Any]] = {
+    "kind": lambda value: normalize_identifier(value, "kind", max_length=128),
+    "trigger": lambda value: canonical_json(value, "trigger"),
+    "payload": lambda value: canonical_json(value, "payload"),
+    "authority": lambda value: canonical_json(normalize_authority(value)),
+    "enabled": lambda value: value,
+    "max_attempts": normalize_max_attempts,
+    "queue": normalize_queue_name,
+    "priority": normalize_priority,
+    "on_lost_lease": lambda value: value,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A job definition. ``revision`` starts at 1 and grows by one on every update.
@@ -106,23 +121,17 @@ class Job:
     priority: int = 0
     on_lost_lease: LostLeasePolicy = "retry"
     run_revision: int = 1
+    # SPEC §14: the declaration last applied from code (``ensure_job``; ``None``: none recorded)
+    # and the fields an operator set since (their values stand against an unchanged one).
+    declared: dict[str, Any] | None = field(default=None, compare=False)
+    operator_fields: tuple[str, ...] = field(default=(), compare=False)
 
     def changes_to(self, wanted: Mapping[str, Any]) -> dict[str, Any]:
         """The entries of ``wanted`` (any of ``kind``, ``trigger``, ``payload``, ``authority``,
         ``enabled``, ``max_attempts``) that differ from this job once normalized — JSON compared
         canonically — as a patch for ``update_job`` (empty: nothing to change). A value that is
         not valid raises ``SCHEDULER_INVALID_ARGUMENT``."""
-        normalized: dict[str, Callable[[Any], Any]] = {
-            "kind": lambda value: normalize_identifier(value, "kind", max_length=128),
-            "trigger": lambda value: canonical_json(value, "trigger"),
-            "payload": lambda value: canonical_json(value, "payload"),
-            "authority": lambda value: canonical_json(normalize_authority(value)),
-            "enabled": lambda value: value,
-            "max_attempts": normalize_max_attempts,
-            "queue": normalize_queue_name,
-            "priority": normalize_priority,
-            "on_lost_lease": lambda value: value,
-        }
+        normalized = _JOB_FIELD_FORMS
         stored = {
             "kind": self.kind,
             "trigger": canonical_json(self.trigger),
@@ -137,6 +146,36 @@ class Job:
         return {
             name: value for name, value in wanted.items() if normalized[name](value) != stored[name]
         }
+
+    def changes_from_declared(self, wanted: Mapping[str, Any]) -> list[str]:
+        """The fields of ``wanted`` whose value differs from :attr:`declared` (all of them when
+        no declaration is recorded)."""
+        if self.declared is None:
+            return sorted(wanted)
+        return sorted(
+            name
+            for name, value in wanted.items()
+            if name not in self.declared
+            or _JOB_FIELD_FORMS[name](self.declared[name]) != _JOB_FIELD_FORMS[name](value)
+        )
+
+    def declaration_changes(self, wanted: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`changes_to`, less what an operator set and the code did not change since
+        (SPEC §14): a field in :attr:`operator_fields` stays as the operator left it unless its
+        declared value differs from the declaration last applied (:attr:`declared`)."""
+        patch = self.changes_to(wanted)
+        for name in list(patch):
+            if name not in self.operator_fields:
+                continue
+            if self.declared is None:
+                del patch[name]  # no declaration recorded to compare with: the operator's stands
+                continue
+            last = self.declared.get(name, _MISSING)
+            if last is not _MISSING and (
+                _JOB_FIELD_FORMS[name](last) == _JOB_FIELD_FORMS[name](wanted[name])
+            ):
+                del patch[name]  # the code did not change it: the operator's value stands
+        return patch
 
     created_time = UtcTime("created_at")
     updated_time = UtcTime("updated_at")

@@ -35,16 +35,31 @@ def ensure_job(store: Store, job_id: str, wanted: Mapping[str, Any]) -> Job:
         current = store.get_job(job_id)
         if current is None:
             try:
-                return store.create_job(id=job_id, **wanted)
+                return store.create_job(id=job_id, declared=wanted, **wanted)
             except Conflict as exc:
                 if exc.code != "SCHEDULER_CONFLICT":
                     raise
                 continue  # created meanwhile by another process: compare with it
-        patch = current.changes_to(wanted)
+        patch = current.declaration_changes(wanted)
         if not patch:
-            return current
+            if current.declared is not None and not current.changes_from_declared(wanted):
+                return current  # the same declaration as last applied: nothing is written
+            try:
+                # What the code declares now, recorded (no new revision): the next change of
+                # it is told apart from what an operator set (SPEC §14).
+                return store.record_job_declaration(
+                    job_id, expected_revision=current.revision, declared=wanted
+                )
+            except RevisionConflict:
+                continue
         try:
-            return store.update_job(job_id, expected_revision=current.revision, patch=patch)
+            return store.update_job(
+                job_id,
+                expected_revision=current.revision,
+                patch=patch,
+                source="declaration",
+                declared=wanted,
+            )
         except RevisionConflict:
             continue  # changed meanwhile: compare again
     raise RevisionConflict(

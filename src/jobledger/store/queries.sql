@@ -13,11 +13,11 @@ SELECT * FROM jobs WHERE job_id = :job_id
 INSERT INTO jobs
   (job_id, kind, trigger_json, payload_json, authority_json,
    enabled, revision, max_attempts, created_at, updated_at,
-   queue, priority, on_lost_lease, run_revision, authority_id)
+   queue, priority, on_lost_lease, run_revision, authority_id, declared_json)
 VALUES
   (:job_id, :kind, :trigger_json, :payload_json, :authority_json,
    :enabled, 1, :max_attempts, :now, :now,
-   :queue, :priority, :on_lost_lease, 1, :authority_id)
+   :queue, :priority, :on_lost_lease, 1, :authority_id, :declared_json)
 
 -- name: update_job
 UPDATE jobs
@@ -33,8 +33,16 @@ SET kind = :kind,
     priority = :priority,
     on_lost_lease = :on_lost_lease,
     run_revision = :run_revision,
-    authority_id = :authority_id
+    authority_id = :authority_id,
+    declared_json = :declared_json,
+    operator_set_json = :operator_set_json
 WHERE job_id = :job_id AND revision = :expected_revision
+
+-- name: record_job_declaration
+-- The declaration last applied from code (SPEC §14), when it changes nothing else.
+UPDATE jobs SET declared_json = :declared_json
+WHERE job_id = :job_id AND revision = :expected_revision
+RETURNING *
 
 -- name: sync_live_occurrences
 -- A job's kind, workspace and enabled flag are copied onto its live occurrences, which is what

@@ -70,6 +70,12 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         priority=int(row["priority"]),
         on_lost_lease=row["on_lost_lease"],
         run_revision=int(row["run_revision"]),
+        declared=(
+            None
+            if row["declared_json"] is None
+            else read_stored_json(row["declared_json"], "job declaration")
+        ),
+        operator_fields=tuple(read_stored_json(row["operator_set_json"], "job operator fields")),
     )
 
 

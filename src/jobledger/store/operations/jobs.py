@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import contract
-from ...errors import Conflict, NotFound, RevisionConflict
+from ...errors import Conflict, InvalidArgument, NotFound, RevisionConflict
 from ...models import Job
 from .. import inputs, rows
 from ..tx import Tx
@@ -72,6 +72,7 @@ class JobOperations(OperationsBase):
         queue: str = contract.DEFAULT_QUEUE,
         priority: int = 0,
         on_lost_lease: str = "retry",
+        declared: Mapping[str, Any] | None = None,
     ) -> Job:
         job = inputs.normalize_job_input(
             id=id,
@@ -97,6 +98,9 @@ class JobOperations(OperationsBase):
             "queue": job.queue,
             "priority": job.priority,
             "on_lost_lease": job.on_lost_lease,
+            "declared_json": (
+                None if declared is None else contract.canonical_json(dict(declared), "declared")
+            ),
         }
         data: dict[str, Any] = {"revision": 1}
         if who is not None:
@@ -121,6 +125,32 @@ class JobOperations(OperationsBase):
         self._forget_job(created.id)
         return created
 
+    def record_job_declaration(
+        self, job_id: str, *, expected_revision: int, declared: Mapping[str, Any]
+    ) -> Job:
+        """Record ``declared`` as the declaration last applied to the job from code, changing
+        nothing else (no new revision, no event): ``ensure_job`` when the code declares what
+        the job already is (SPEC §14). ``SCHEDULER_NOT_FOUND``, ``SCHEDULER_REVISION_CONFLICT``
+        as :meth:`update_job`."""
+        key = contract.normalize_identifier(job_id, "jobId")
+        revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
+        encoded = contract.canonical_json(dict(declared), "declared")
+
+        def body(tx: Tx) -> Job:
+            row = tx.one(
+                "record_job_declaration",
+                {"job_id": key, "expected_revision": revision, "declared_json": encoded},
+            )
+            if row is None:
+                if self._job_row(tx, key) is None:
+                    raise NotFound(f"Scheduler job does not exist: {key}")
+                raise RevisionConflict(f"Scheduler job revision changed: {key}")
+            return rows.job_from_row(row)
+
+        recorded = self._write(body)
+        self._forget_job(key)
+        return recorded
+
     def get_job(self, job_id: str) -> Job | None:
         self._assert_open()
         key = contract.normalize_identifier(job_id, "jobId")
@@ -142,8 +172,17 @@ class JobOperations(OperationsBase):
         expected_revision: int,
         patch: Mapping[str, Any],
         actor: str | None = None,
+        source: str = "operator",
+        declared: Mapping[str, Any] | None = None,
     ) -> Job:
         key = contract.normalize_identifier(job_id, "jobId")
+        if source not in ("operator", "declaration"):
+            raise InvalidArgument(
+                "source must be 'operator' or 'declaration'", details={"field": "source"}
+            )
+        declared_json = (
+            None if declared is None else contract.canonical_json(dict(declared), "declared")
+        )
         revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
         normalized, changed_fields = inputs.normalize_job_patch(patch)
         who = inputs.normalize_optional_identifier(actor, "actor")
@@ -179,9 +218,20 @@ class JobOperations(OperationsBase):
                 if set(normalized) <= inputs.RUN_NEUTRAL_FIELDS
                 else revision + 1
             )
+            # SPEC §14: an operator's fields stand against an unchanged declaration; a declaration
+            # that changes a field takes it back.
+            operator = set(current.operator_fields)
+            if source == "operator":
+                operator |= set(normalized)
+                recorded = row["declared_json"]
+            else:
+                operator -= set(normalized)
+                recorded = declared_json if declared_json is not None else row["declared_json"]
             changed = tx.run(
                 "update_job",
                 {
+                    "declared_json": recorded,
+                    "operator_set_json": contract.canonical_json(sorted(operator)),
                     "job_id": key,
                     "kind": merged["kind"],
                     "trigger_json": contract.canonical_json(merged["trigger"], "job.trigger"),
@@ -228,6 +278,8 @@ class JobOperations(OperationsBase):
             }
             if who is not None:
                 data["actor"] = who
+            if source == "declaration":  # an operator's update keeps the reference's shape
+                data["source"] = source
             self._append_event(tx, job_id=key, event_type="job_updated", occurred_at=now, data=data)
             self._write_schedule_state(
                 tx,

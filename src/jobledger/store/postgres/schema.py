@@ -263,6 +263,11 @@ _V5_COLUMNS = {
         ("declared_json", _T, True),
         ("operator_set_json", _T, False),
     ),
+    "jobs": (
+        *_V4_COLUMNS["jobs"],
+        ("declared_json", _T, True),
+        ("operator_set_json", _T, False),
+    ),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
@@ -273,7 +278,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "77674479caf8869d9a146f35f03852dd530eee9d446ed159e94d1fb4ea437523",
+        5: "ee45db7e84d40704a19a7516f391b6c5cd623be33ff9be49f7519be6648402a4",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -51,6 +51,7 @@ class JobOperations(Protocol):
         queue: str = DEFAULT_QUEUE,
         priority: int = 0,
         on_lost_lease: str = "retry",
+        declared: Mapping[str, Any] | None = None,
     ) -> Job:
         """Create a job at revision 1 and append ``job_created`` (data ``{revision: 1}``, plus
         ``actor`` when given). ``queue`` and ``priority`` are what its occurrences snapshot
@@ -76,8 +77,15 @@ class JobOperations(Protocol):
         expected_revision: int,
         patch: Mapping[str, Any],
         actor: str | None = None,
+        source: str = "operator",
+        declared: Mapping[str, Any] | None = None,
     ) -> Job:
         """Compare-and-swap update: apply ``patch`` only if the job is at ``expected_revision``.
+
+        ``source`` (SPEC §14): ``"operator"`` (the default: the CLI, the dashboard) records the
+        patched fields as an operator's, which stand against an unchanged declaration
+        (``Job.operator_fields``); ``"declaration"`` (``ensure_job``) takes them back and
+        records ``declared`` as the declaration last applied (``Job.declared``).
 
         Patch keys: ``kind, trigger, payload, authority, enabled, max_attempts, queue,
         priority, on_lost_lease`` (non-empty). Always bumps the revision by one. Only a change of
@@ -93,6 +101,15 @@ class JobOperations(Protocol):
         ``SCHEDULER_REVISION_CONFLICT`` with ``{expectedRevision, actualRevision}``. Appends
         ``job_updated`` with ``{fromRevision, toRevision, changedFields}`` (and ``actor``).
         """
+        ...
+
+    def record_job_declaration(
+        self, job_id: str, *, expected_revision: int, declared: Mapping[str, Any]
+    ) -> Job:
+        """Record ``declared`` as the declaration last applied from code (``Job.declared``),
+        changing nothing else: no new revision, no event (``ensure_job`` when the code declares
+        what the job already is, SPEC §14). ``SCHEDULER_NOT_FOUND`` /
+        ``SCHEDULER_REVISION_CONFLICT`` as :meth:`update_job`."""
         ...
 
     def list_jobs(self, *, after: str | None = None, limit: int = 100) -> list[Job]:

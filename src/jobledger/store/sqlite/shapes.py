@@ -248,6 +248,11 @@ _V5_COLUMNS: dict[str, Columns] = {
         ("declared_json", "TEXT", 0, 0),
         ("operator_set_json", "TEXT", 1, 0),
     ),
+    "jobs": (
+        *_V4_COLUMNS["jobs"],
+        ("declared_json", "TEXT", 0, 0),
+        ("operator_set_json", "TEXT", 1, 0),
+    ),
 }
 COLUMNS: dict[int, dict[str, Columns]] = {
     1: _V1_COLUMNS,

@@ -14,3 +14,8 @@ ALTER TABLE jobledger_requeues ADD COLUMN revived_children SMALLINT NOT NULL DEF
 -- operator set (`jobledger queue set`), which stand until an operator changes them.
 ALTER TABLE jobledger_queues ADD COLUMN declared_json TEXT;
 ALTER TABLE jobledger_queues ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]';
+
+-- The same for jobs: the declaration last applied from code (ensure_job) and the fields an
+-- operator set (`jobledger job update|enable|disable`, the dashboard), which stand against it.
+ALTER TABLE jobs ADD COLUMN declared_json TEXT;
+ALTER TABLE jobs ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]';

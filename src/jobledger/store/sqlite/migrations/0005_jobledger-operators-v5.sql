@@ -20,3 +20,10 @@ ALTER TABLE jobledger_queues ADD COLUMN declared_json TEXT
   CHECK (declared_json IS NULL OR json_valid(declared_json));
 ALTER TABLE jobledger_queues ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]'
   CHECK (json_valid(operator_set_json));
+
+-- The same for jobs: the declaration last applied from code (ensure_job) and the fields an
+-- operator set (`jobledger job update|enable|disable`, the dashboard), which stand against it.
+ALTER TABLE jobs ADD COLUMN declared_json TEXT
+  CHECK (declared_json IS NULL OR json_valid(declared_json));
+ALTER TABLE jobs ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]'
+  CHECK (json_valid(operator_set_json));
