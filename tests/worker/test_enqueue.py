@@ -347,3 +347,22 @@ def test_an_operator_disabling_a_job_is_not_undone_by_the_next_start(app: jobled
         if e.type == "job_updated"
     ]
     assert sources == ["operator", "declaration", "declaration"]  # step 5 recorded, no event
+
+
+def test_handler_options_that_are_not_part_of_the_job_write_nothing(any_store):
+    """Issue 32 item 1: adding handler options that do not change the job (retry, timeout) is
+    an unchanged declaration; a new on_lost_lease is a change, and the backlog still runs."""
+    first = jobledger.App(any_store, name="shop", authorize=jobledger.allow_all)
+    first.handler("charge")(lambda ctx: "ok")
+    job = first.ensure_job("charge", "charge")
+    queued = first.enqueue("charge")
+    second = jobledger.App(any_store, name="shop", authorize=jobledger.allow_all)
+    second.handler(
+        "charge", retry=jobledger.FixedBackoff(timedelta(seconds=1)), timeout=timedelta(seconds=5)
+    )(lambda ctx: "ok")
+    assert second.ensure_job("charge", "charge").revision == job.revision
+    third = jobledger.App(any_store, name="shop", authorize=jobledger.allow_all)
+    third.handler("charge", on_lost_lease="adjudicate")(lambda ctx: "ok")
+    assert third.ensure_job("charge", "charge").revision == job.revision + 1
+    [result] = run_until_idle(third)
+    assert (result.occurrence.id, result.status) == (queued.id, "succeeded")
