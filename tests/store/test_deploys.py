@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import jobledger
 from jobledger import EnqueueRequest, Store
 
 from .helpers import LEASE_MS, claim, dead_letter, enqueue, fail, make_job, raises_code, succeed
@@ -282,3 +283,19 @@ def test_a_child_with_another_failed_parent_is_not_revived(store, clock, authori
         revive_children=True,
     )
     assert _status(store, child) == ["cancelled"]
+
+
+@pytest.mark.parametrize("declared", ["0", True, 3, ["kind"]])
+def test_a_declaration_that_is_not_a_mapping_is_refused(store, clock, authority, declared):
+    """Found by the store fuzzer: update_job(declared=...) raised a TypeError/ValueError."""
+    job = make_job(store, authority)
+    with raises_code("SCHEDULER_INVALID_ARGUMENT"):
+        store.update_job(job.id, expected_revision=1, patch={"payload": 1}, declared=declared)
+    with raises_code("SCHEDULER_INVALID_ARGUMENT"):
+        store.record_job_declaration(job.id, expected_revision=1, declared=declared)
+    with raises_code("SCHEDULER_INVALID_ARGUMENT"):
+        store.declare_queue(
+            jobledger.Queue(name="q"), actor="a", source="operator", fields=declared
+        )
+    assert store.get_job(job.id).revision == 1
+    assert store.get_queue("q") is None

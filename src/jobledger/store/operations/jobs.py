@@ -20,6 +20,15 @@ def _is_schedule(trigger: Any) -> bool:
     return isinstance(trigger, dict) and trigger.get("jobledger") == "schedule"
 
 
+def _declared_json(declared: object) -> str | None:
+    """A declaration to record (SPEC §14): a mapping of job fields, as canonical JSON."""
+    if declared is None:
+        return None
+    if not isinstance(declared, Mapping):
+        raise InvalidArgument("declared must be a mapping", details={"field": "declared"})
+    return contract.canonical_json(dict(declared), "declared")
+
+
 def _workspace(authority: Mapping[str, Any]) -> str | None:
     workspace = authority.get("workspaceId")
     return workspace if isinstance(workspace, str) else None
@@ -98,9 +107,7 @@ class JobOperations(OperationsBase):
             "queue": job.queue,
             "priority": job.priority,
             "on_lost_lease": job.on_lost_lease,
-            "declared_json": (
-                None if declared is None else contract.canonical_json(dict(declared), "declared")
-            ),
+            "declared_json": _declared_json(declared),
         }
         data: dict[str, Any] = {"revision": 1}
         if who is not None:
@@ -134,7 +141,9 @@ class JobOperations(OperationsBase):
         as :meth:`update_job`."""
         key = contract.normalize_identifier(job_id, "jobId")
         revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
-        encoded = contract.canonical_json(dict(declared), "declared")
+        encoded = _declared_json(declared)
+        if encoded is None:
+            raise InvalidArgument("declared must be a mapping", details={"field": "declared"})
 
         def body(tx: Tx) -> Job:
             row = tx.one(
@@ -180,9 +189,7 @@ class JobOperations(OperationsBase):
             raise InvalidArgument(
                 "source must be 'operator' or 'declaration'", details={"field": "source"}
             )
-        declared_json = (
-            None if declared is None else contract.canonical_json(dict(declared), "declared")
-        )
+        declared_json = _declared_json(declared)
         revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
         normalized, changed_fields = inputs.normalize_job_patch(patch)
         who = inputs.normalize_optional_identifier(actor, "actor")

@@ -215,7 +215,11 @@ def _fields(fields: Collection[str] | None) -> set[str]:
     """The limits an operator names (Python names), as their JSON keys; None: all of them."""
     if fields is None:
         return set(_LIMIT_KEYS)
-    if isinstance(fields, str) or not all(name in QUEUE_LIMIT_KEYS for name in fields):
+    if (
+        isinstance(fields, str)
+        or not isinstance(fields, Collection)
+        or not all(isinstance(name, str) and name in QUEUE_LIMIT_KEYS for name in fields)
+    ):
         raise InvalidArgument(
             f"fields must name limits among {', '.join(QUEUE_LIMIT_KEYS)}",
             details={"field": "fields"},
