@@ -277,3 +277,11 @@ def test_job_show_says_which_fields_an_operator_set(cli):
     cli.ok("job", "disable", "digest", "--actor", "ops:alice")
     assert cli.json("job", "show", "digest")["job"]["operatorFields"] == ["enabled"]
     assert "set by:       an operator (enabled" in cli.ok("job", "show", "digest").out
+
+
+def test_explain_says_an_operator_disabled_the_job(cli):
+    with cli.open() as store:
+        store.create_job(id="digest", kind="send_digest", authority=AUTHORITY)
+    cli.ok("job", "disable", "digest")
+    remarks = cli.json("explain", "digest")["remarks"]
+    assert any(remark.startswith("set by an operator: enabled") for remark in remarks), remarks

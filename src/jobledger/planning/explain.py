@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from .. import contract
 from ..errors import InvalidArgument, NotFound, SchedulerError
-from ..models import Occurrence, ParentState, ScheduleState, SkippedSlots
+from ..models import Job, Occurrence, ParentState, ScheduleState, SkippedSlots
 from ..schedules.describe import describe_interval
 from ..schedules.json_format import is_schedule_json
 from ..schedules.policy import MisfirePolicy
@@ -311,6 +311,16 @@ def _waiting_remark(trigger: Trigger, state: ScheduleState, now: int) -> str | N
     )
 
 
+def _operator_remarks(job: Job) -> list[str]:
+    """Which values an operator set (SPEC §14): they stand against the app's declaration."""
+    if not job.operator_fields:
+        return []
+    return [
+        f"set by an operator: {', '.join(job.operator_fields)} — stands until an operator "
+        "changes it, or the app's declaration of it changes"
+    ]
+
+
 def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
     """Explain ``job_id``'s schedule: next ``count`` (1..100) fire times and planning state.
 
@@ -356,7 +366,8 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
             is_schedule=False,
             remarks=[
                 "the trigger is not a jobledger schedule: the planner leaves this job alone, "
-                "and its occurrences are enqueued by callers"
+                "and its occurrences are enqueued by callers",
+                *_operator_remarks(job),
             ],
         )
     try:
@@ -369,7 +380,7 @@ def explain(store: Store, job_id: str, *, count: int = 5) -> Explanation:
         )
     assert parsed is not None
     trigger, policy = parsed
-    remarks: list[str] = []
+    remarks: list[str] = _operator_remarks(job)
     slots: list[int] = []
     if not job.enabled:
         remarks.append("disabled: no slot is planned until the job is enabled again")
