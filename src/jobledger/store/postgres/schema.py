@@ -265,7 +265,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "39dedd8c2e28c9e2aa16e62d8c3d3a7bd901b34c4a4c35d570d14a215dea5215",
+        5: "a4ab7cf8301c405ee3f294f02fa01d1cdc92956ced565ac06d2a16db95ca8acc",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
