@@ -74,6 +74,7 @@ __all__ = [
     "derive_occurrence_identity",
     "ecmascript_number",
     "encode_trusted_json",
+    "escape_surrogates",
     "is_integral_number",
     "is_safe_int",
     "json_string",
@@ -254,6 +255,16 @@ def json_text(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with every surrogate left in it written as its ``\\uXXXX`` escape: for output
+    (a terminal, a web page, a JSON document made with ``ensure_ascii=False``) that must be
+    UTF-8. Inside a JSON string the escape reads back as the same code unit, as
+    ``JSON.stringify`` writes it."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
+
+
 def normalize_identifier(
     value: object,
     field: str,
@@ -386,8 +397,7 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
                     if type(key) is not str:
                         raise InvalidArgument(f"{field} object keys must be strings")
                 items = {
-                    json_text(k): _normalize(v, field, depth + 1, active)
-                    for k, v in value.items()
+                    json_text(k): _normalize(v, field, depth + 1, active) for k, v in value.items()
                 }
                 return {k: items[k] for k in _ordered_keys(list(items))}
             return [_normalize(item, field, depth + 1, active) for item in value]  # type: ignore[attr-defined]

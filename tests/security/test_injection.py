@@ -506,3 +506,24 @@ def test_a_store_path_may_hold_any_bytes(tmp_path):
     assert code == 0, err
     with jobledger.open_store(path) as store:
         assert store.get_job("j") is not None
+
+
+def test_a_stored_lone_surrogate_is_shown_as_its_escape(target):
+    """A payload and result may hold a lone surrogate (SPEC §2 "Text"); the CLI writes it to a
+    strict UTF-8 stdout as its escape instead of failing with UnicodeEncodeError."""
+    import os
+    import subprocess
+    import sys
+
+    with jobledger.App(target, authorize=jobledger.allow_all) as app:
+        app.ensure_job("plain", "work")
+        occurrence = app.enqueue("plain", payload={"note": "a" + chr(0xD800) + "b"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, "-m", "jobledger.cli", "--db", target]
+    for argv in (
+        ["occurrence", "show", occurrence.id],
+        ["--json", "occurrence", "show", occurrence.id],
+    ):
+        done = subprocess.run(command + argv, capture_output=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert b"a\\ud800b" in done.stdout, done.stdout
