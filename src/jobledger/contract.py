@@ -11,14 +11,17 @@ Canonical JSON is **byte-identical to ECMAScript ``JSON.stringify``** of the key
   enumerates them;
 * numbers printed with ECMAScript Number-to-String (``1`` not ``1.0``, ``1e+21``, ``1.5e-7``);
 * strings escape ``"``, ``\\`` and control characters (``\\b \\f \\n \\r \\t``, others
-  ``\\u00xx``); everything else is emitted raw as UTF-8.
+  ``\\u00xx``) and a lone surrogate (``\\udxxx``, lowercase, as well-formed ``JSON.stringify``
+  does); everything else is emitted raw as UTF-8.
 
-Text is Unicode scalar values: a high and a low surrogate next to each other in a Python ``str``
-are the one astral character they spell in UTF-16 (as in ECMAScript), and a *lone* surrogate is
-refused (``SCHEDULER_INVALID_ARGUMENT``) in identifiers, JSON strings and JSON keys alike. This is
-where ``JSON.stringify`` would write a ``\\udxxx`` escape; jobledger stores no text that UTF-8
-cannot encode (it is also how Python spells an invalid byte it decoded with ``surrogateescape``:
-``U+DC80``–``U+DCFF``, e.g. from a command line).
+Text: a high and a low surrogate next to each other in a Python ``str`` are the one astral
+character they spell in UTF-16 (as in ECMAScript). A *lone* surrogate is a UTF-16 code unit
+``JSON.stringify`` writes as its escape, so JSON strings and keys, and the identity material of
+:func:`derive_occurrence_identity`, accept it and hash what the reference hashes (SPEC §2 "Text").
+Only text stored or looked up raw — an identifier bound to SQL — refuses it
+(``SCHEDULER_INVALID_ARGUMENT`` naming the field): UTF-8 cannot encode it, and it is also how
+Python spells an invalid byte it decoded with ``surrogateescape`` (``U+DC80``–``U+DCFF``, e.g.
+from a command line).
 
 Python specifics the reference does not have: ``bool`` is never an integer; an ``int`` is accepted
 in JSON only when an IEEE 754 double holds it exactly (so no value silently changes), and
@@ -72,9 +75,11 @@ __all__ = [
     "derive_occurrence_identity",
     "ecmascript_number",
     "encode_trusted_json",
+    "escape_surrogates",
     "is_integral_number",
     "is_safe_int",
     "json_string",
+    "json_text",
     "normalize_epoch_ms",
     "normalize_history_limit",
     "normalize_identifier",
@@ -234,8 +239,8 @@ def scalar_text(text: str, field: str) -> str:
     A high surrogate followed by a low one becomes the astral character the pair spells in
     UTF-16 (an ECMAScript string holding those two code units *is* that character); a lone
     surrogate — which no UTF-8 encoder can write, and which is how Python decodes an invalid
-    byte with ``surrogateescape`` — is refused. The one check every identifier, JSON string and
-    JSON key goes through.
+    byte with ``surrogateescape`` — is refused. The check of every identifier stored or looked
+    up as raw text (JSON text keeps lone surrogates: :func:`json_text`).
     """
     # isascii() is O(1) on CPython's compact strings: the common case costs nothing.
     if text.isascii() or _SURROGATE.search(text) is None:
@@ -256,14 +261,39 @@ def scalar_text(text: str, field: str) -> str:
     )
 
 
+def json_text(text: str) -> str:
+    """``text`` as ECMAScript reads it: a high surrogate followed by a low one joined into the
+    astral character they spell; a lone surrogate kept (JSON.stringify escapes it)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with every surrogate left in it written as its ``\\uXXXX`` escape: for output
+    (a terminal, a web page, a JSON document made with ``ensure_ascii=False``) that must be
+    UTF-8. Inside a JSON string the escape reads back as the same code unit, as
+    ``JSON.stringify`` writes it."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
+
+
 def normalize_identifier(
-    value: object, field: str, *, max_length: int = MAX_IDENTIFIER_LENGTH
+    value: object,
+    field: str,
+    *,
+    max_length: int = MAX_IDENTIFIER_LENGTH,
+    lone_surrogates: bool = False,
 ) -> str:
     """Trim ECMAScript whitespace; reject empty, too long (UTF-16 units), C0/DEL characters or
-    lone surrogates (see :func:`scalar_text`)."""
+    lone surrogates (see :func:`scalar_text`). ``lone_surrogates=True`` keeps them, as the
+    reference does, for an identifier that is only JSON material (the occurrence identity),
+    never stored or looked up as raw text."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{field} must be a string")
-    text = scalar_text(value, field).strip(_JS_WHITESPACE)
+    joined = json_text(value) if lone_surrogates else scalar_text(value, field)
+    text = joined.strip(_JS_WHITESPACE)
     # A string of n code points has between n and 2n UTF-16 units: only encode when it matters.
     too_long = len(text) > max_length or (
         2 * len(text) > max_length and _utf16_length(text) > max_length
@@ -336,8 +366,9 @@ def normalize_json(value: object, field: str = "value") -> Any:
     """Return a plain JSON value (dict/list/str/int/float/bool/None) with keys in canonical order.
 
     Raises :class:`InvalidArgument` for non-JSON values, cycles, non-finite numbers, integers a
-    double cannot hold, strings or keys holding a lone surrogate, nesting deeper than 64, or an
-    encoding larger than 1 MiB.
+    double cannot hold, nesting deeper than 64, or an encoding larger than 1 MiB. Strings and keys
+    are read as ECMAScript reads them (:func:`json_text`): a lone surrogate is kept, and written
+    as its ``\\udxxx`` escape.
     """
     normalized = _normalize(value, field, 0, set())
     size = len(_encode(normalized).encode("utf-8"))
@@ -352,7 +383,7 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
     if value is None or type(value) is bool:
         return value
     if type(value) is str:
-        return scalar_text(value, field)
+        return json_text(value)
     if type(value) is int:
         try:
             exact = float(value) == value
@@ -380,8 +411,7 @@ def _normalize(value: object, field: str, depth: int, active: set[int]) -> Any:
                     if type(key) is not str:
                         raise InvalidArgument(f"{field} object keys must be strings")
                 items = {
-                    scalar_text(k, field): _normalize(v, field, depth + 1, active)
-                    for k, v in value.items()
+                    json_text(k): _normalize(v, field, depth + 1, active) for k, v in value.items()
                 }
                 return {k: items[k] for k in _ordered_keys(list(items))}
             return [_normalize(item, field, depth + 1, active) for item in value]  # type: ignore[attr-defined]
@@ -401,8 +431,8 @@ _ESCAPES: Final = {
     "\r": "\\r",
     "\t": "\\t",
 }
-# Validated text holds no lone surrogate (scalar_text); escaping one anyway, as JSON.stringify
-# does, keeps encode_trusted_json and json_string from ever producing text UTF-8 cannot hold.
+# A lone surrogate is written as its escape, as well-formed JSON.stringify does (lowercase hex):
+# the text is then always UTF-8, and reads back as the same UTF-16 string.
 _NEEDS_ESCAPE: Final = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
 
 
@@ -521,10 +551,12 @@ def derive_occurrence_identity(
     in any process on any machine, and the same one the reference implementation derives.
     """
     return occurrence_identity(
-        normalize_identifier(job_id, "jobId"),
+        # Identity material is JSON (a lone surrogate is hashed as its escape, as the reference
+        # hashes it); storing such an id's job or trigger key is what refuses it.
+        normalize_identifier(job_id, "jobId", lone_surrogates=True),
         normalize_positive_int(job_revision, "jobRevision"),
         normalize_epoch_ms(scheduled_for, "scheduledFor"),
-        normalize_identifier(trigger_key, "triggerKey"),
+        normalize_identifier(trigger_key, "triggerKey", lone_surrogates=True),
     )
 
 

@@ -136,6 +136,8 @@ def invalid_bytes() -> st.SearchStrategy[str]:
 
 
 def text() -> st.SearchStrategy[str]:
+    """Any text, lone surrogates included: an identifier holding one is refused, a JSON value
+    takes it as JSON.stringify does (``test_json_text_fuzz.py``)."""
     return st.one_of(
         st.sampled_from(HOSTILE_TEXT),
         st.text(max_size=40),  # no surrogates: Hypothesis leaves category Cs out by default

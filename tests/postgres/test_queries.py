@@ -12,6 +12,7 @@ import pytest
 
 import jobledger.store.postgres.tx as pg_store
 import jobledger.store.sqlite.store as sqlite_store
+from jobledger.store.migrations import LADDER
 from jobledger.store.sql import SHARED_QUERIES, load_queries, load_store_queries
 
 STORE_DIR = Path(pg_store.__file__).parent.parent
@@ -87,7 +88,8 @@ def test_migrations_have_the_same_numbers_and_names():
         return sorted(p.name for p in (STORE_DIR / dialect / "migrations").glob("*.sql"))
 
     assert names("postgres") == names("sqlite")
-    assert names("sqlite") == [
+    assert names("sqlite") == [f"{version:04d}_{name}.sql" for version, name in LADDER]
+    assert names("sqlite")[:4] == [
         "0001_scheduler-kernel-v1.sql",
         "0002_jobledger-requeue-v2.sql",
         "0003_jobledger-everyday-v3.sql",

@@ -23,8 +23,9 @@ LADDER = [
     (2, "jobledger-requeue-v2"),
     (3, "jobledger-everyday-v3"),
     (4, "jobledger-queues-v4"),
+    (5, "jobledger-operators-v5"),
 ]
-LATEST = 4
+LATEST = ladder.LATEST_VERSION
 OLD_APPLIED_AT = 1_600_000_000_000
 # 2100-01-01: due after any wall clock a test runs under (the v4 migration sorts live rows into
 # waiting, gate 1, and ready, gate 0, by the database's clock at the upgrade).
@@ -274,7 +275,7 @@ def test_a_fresh_schema_gets_every_migration(open_pg, admin, clock):
 
 def test_the_ladder_is_the_shared_one():
     assert [(m.version, m.name) for m in pg_schema.MIGRATIONS] == LADDER
-    assert len({m.fingerprint for m in pg_schema.MIGRATIONS}) == LATEST
+    assert len({m.fingerprint for m in pg_schema.MIGRATIONS}) == LATEST == len(LADDER)
     assert pg_schema.PostgresSchema.migrations == pg_schema.MIGRATIONS
 
 
@@ -382,12 +383,12 @@ def test_invalid_schema_names_are_refused(pg_url, schema):
             "SCHEDULER_SCHEMA_UNKNOWN",
         ),
         (
-            "UPDATE jobledger.migrations SET checksum = 'x' WHERE version = 4",
+            f"UPDATE jobledger.migrations SET checksum = 'x' WHERE version = {LATEST}",
             "SCHEDULER_SCHEMA_UNKNOWN",
         ),
         # the reference's order: the catalog (its fingerprint) before the history
         (
-            "UPDATE jobledger.migrations SET checksum = 'x' WHERE version = 4; "
+            f"UPDATE jobledger.migrations SET checksum = 'x' WHERE version = {LATEST}; "
             "DROP INDEX jobledger.jobledger_occurrences_ready",
             "SCHEDULER_SCHEMA_CORRUPT",
         ),
@@ -398,14 +399,21 @@ def test_invalid_schema_names_are_refused(pg_url, schema):
         ),
         # ... and the table set before either
         (
-            "UPDATE jobledger.migrations SET checksum = 'x' WHERE version = 4; "
+            f"UPDATE jobledger.migrations SET checksum = 'x' WHERE version = {LATEST}; "
             "CREATE TABLE jobledger.extra (x int)",
             "SCHEDULER_SCHEMA_UNKNOWN",
         ),
-        # the history then says v3, but the catalog is v4's
-        ("DELETE FROM jobledger.migrations WHERE version = 4", "SCHEDULER_SCHEMA_UNKNOWN"),
+        # the history then claims the rung before, but the catalog is the latest one's: an
+        # unknown table set when the latest rung added tables, else a catalog that does not
+        # match the claimed rung's fingerprint (v5 added only columns and indexes)
         (
-            "INSERT INTO jobledger.migrations VALUES (5, 'from-the-future', 'x', 0)",
+            f"DELETE FROM jobledger.migrations WHERE version = {LATEST}",
+            "SCHEDULER_SCHEMA_UNKNOWN"
+            if pg_schema.MIGRATIONS[-1].tables != pg_schema.MIGRATIONS[-2].tables
+            else "SCHEDULER_SCHEMA_CORRUPT",
+        ),
+        (
+            f"INSERT INTO jobledger.migrations VALUES ({LATEST + 1}, 'from-the-future', 'x', 0)",
             "SCHEDULER_SCHEMA_UNKNOWN",
         ),
         ("DELETE FROM jobledger.migrations", "SCHEDULER_SCHEMA_UNKNOWN"),
@@ -496,7 +504,7 @@ def test_an_empty_or_absent_schema_is_created_only_with_migrate(pg_url, open_pg,
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
-def test_an_old_schema_is_upgraded_to_v4_in_place(pg_url, admin, open_pg, clock, version):
+def test_an_old_schema_is_upgraded_to_the_latest_in_place(pg_url, admin, open_pg, clock, version):
     _apply(admin, "old", version)
     made = _old_rows(admin, "old", version)
     assert _snapshot(admin, "old")[0] == pg_schema.MIGRATIONS[version - 1].fingerprint
@@ -689,7 +697,7 @@ def test_concurrent_opens_of_a_fresh_schema_migrate_once(pg_url, admin):
         thread.join()
     assert errors == []
     rows = admin.execute("SELECT version FROM racy.migrations ORDER BY version").fetchall()
-    assert [r["version"] for r in rows] == [1, 2, 3, 4]
+    assert [r["version"] for r in rows] == [version for version, _ in LADDER]
 
 
 @pytest.mark.parametrize("version", [1, 3])
@@ -799,7 +807,7 @@ def test_the_checks_before_an_upgrade_wait_for_one_in_progress(pg_url, admin):
     version read through the catalog of the other)."""
     _apply(admin, "old", 3)
     _old_rows(admin, "old", 3)
-    v4 = pg_schema.MIGRATIONS[3]
+    later = pg_schema.MIGRATIONS[3:]  # every rung after v3
     outcome: list[Any] = []
 
     def open_it() -> None:
@@ -812,20 +820,27 @@ def test_the_checks_before_an_upgrade_wait_for_one_in_progress(pg_url, admin):
     with psycopg.connect(pg_url) as upgrader:
         upgrader.execute("SET search_path TO old")
         upgrader.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema._lock_key("old"),))
-        upgrader.execute(v4.ddl)
-        upgrader.execute(
-            "INSERT INTO migrations VALUES (%s, %s, %s, 1)", (v4.version, v4.name, v4.checksum)
-        )
+        for migration in later:
+            upgrader.execute(migration.ddl)
+            upgrader.execute(
+                "INSERT INTO migrations VALUES (%s, %s, %s, 1)",
+                (migration.version, migration.name, migration.checksum),
+            )
         opener = threading.Thread(target=open_it)
         opener.start()
-        for _ in range(1000):  # until the open waits for the lock
+        # Until the open waits for the lock (a condition, not a time: under load the opener
+        # may take long to get there; committing before it read the old history would test
+        # nothing).
+        deadline = time.monotonic() + 120
+        while not outcome and time.monotonic() < deadline:
             waiting = admin.execute(
                 "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
             ).fetchone()
-            if waiting["n"] or outcome:
+            if waiting["n"]:
                 break
             time.sleep(0.01)
         assert not outcome, outcome
+        assert waiting["n"], "the open never waited for the upgrade's lock"
         upgrader.commit()
     opener.join(timeout=30)
     (found,) = outcome
@@ -900,7 +915,7 @@ def test_bad_urls_are_invalid_arguments():
 
 
 def test_a_role_with_only_table_privileges_can_work(pg_url, admin):
-    """No CREATE on the schema, no ownership: table privileges on every v4 table suffice.
+    """No CREATE on the schema, no ownership: table privileges on every table suffice.
     DELETE is among them: create_job clears a job's planner row (jobledger_schedules) whenever
     its trigger is not a schedule."""
     admin.execute("DROP ROLE IF EXISTS jl_worker_role")

@@ -1,7 +1,7 @@
 """A v3 PostgreSQL schema written by jobledger 0.2.0 (``tests/fixtures/v3-release``, a
-``pg_dump`` of its ``jobledger`` schema) opens with the current code: it is upgraded to v4 in
-place, keeps every row (read back as 0.2.0 read it), resolves its duplicated idempotency key to
-the oldest occurrence, keeps working, and verifies."""
+``pg_dump`` of its ``jobledger`` schema) opens with the current code: it is upgraded to the
+latest rung in place, keeps every row (read back as 0.2.0 read it), resolves its duplicated
+idempotency key to the oldest occurrence, keeps working, and verifies."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import jobledger
+from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.postgres import schema as pg_schema
 from jobledger.testing import FakeClock
 from tests.fixtures.v3_release import (
@@ -76,15 +77,16 @@ def test_a_v3_schema_of_the_release_upgrades_keeping_every_row(
     end = manifest["clock"]["end"]
     with _open(pg_url, manifest) as store:
         outcome = store.schema_outcome
-        assert (outcome.found, outcome.upgraded_from, outcome.version) == (3, 3, 4)
+        assert (outcome.found, outcome.upgraded_from, outcome.version) == (3, 3, LATEST_VERSION)
         info = store.schema_info()
         assert [[m.version, m.name, m.checksum, m.applied_at] for m in info.migrations] == [
             *manifest["migrations"],
-            [4, pg_schema.MIGRATIONS[3].name, pg_schema.MIGRATIONS[3].checksum, end],
+            *([m.version, m.name, m.checksum, end] for m in pg_schema.MIGRATIONS[3:]),
         ]
         admin.execute("SET search_path TO jobledger")
         assert (
-            pg_schema.catalog_fingerprint(admin, "jobledger") == pg_schema.MIGRATIONS[3].fingerprint
+            pg_schema.catalog_fingerprint(admin, "jobledger")
+            == pg_schema.MIGRATIONS[-1].fingerprint
         )
         admin.execute("RESET search_path")
         assert_reads_back(store, manifest, _raw(admin))
@@ -113,7 +115,7 @@ def test_the_release_schema_without_migrate_is_refused_unchanged(
     admin.execute("RESET search_path")
     with raises_code("SCHEDULER_MIGRATION_REQUIRED") as refused:
         _open(pg_url, manifest, migrate=False)
-    assert refused.value.details == {"schemaVersion": 3, "requiredVersion": 4}
+    assert refused.value.details == {"schemaVersion": 3, "requiredVersion": LATEST_VERSION}
     admin.execute("SET search_path TO jobledger")
     assert pg_schema.catalog_fingerprint(admin, "jobledger") == before
     assert admin.execute("SELECT count(*) AS n FROM occurrences").fetchone() == rows

@@ -167,9 +167,10 @@ def test_a_symlinked_owners_directory_is_refused(tmp_path: Path) -> None:
 # -- refused ⇒ nothing changed, for every kind of path -------------------------------------------
 #
 # Generated: the parent directory's mode × what is at the path × a read-only or a writing open.
-# Whatever the outcome, the directory's mode never changes; a refused open changes nothing at
-# all (modes, sizes, contents, entries); a read-only open changes no mode; only a writing open of
-# a database jobledger created or verified makes the file 0600.
+# A refused open changes nothing at all (modes, sizes, contents, entries); a read-only open
+# changes no mode; a writing open of a database jobledger created or verified makes it private,
+# as the reference does: its directory 0700, the file and sidecars 0600 (SPEC §4). A shared,
+# world-writable or sticky parent is refused, never "repaired".
 
 PARENT_MODES = {"0777": 0o777, "1777": 0o1777, "0755": 0o755, "0700": 0o700}
 FILE_KINDS = ["missing", "empty", "text", "foreign-sqlite", "jobledger-0644", "fifo", "device"]
@@ -247,7 +248,7 @@ def test_refused_means_nothing_changed(
             assert "private directory" in refused.value.message
         return
     jobledger.open_store(path, clock=FakeClock(), migrate=migrate).close()
-    assert mode(parent) == parent_mode
+    assert mode(parent) == (0o700 if migrate else parent_mode)
     if migrate:
         assert mode(path) == 0o600
         for suffix in ("-wal", "-shm", "-journal"):
@@ -255,3 +256,59 @@ def test_refused_means_nothing_changed(
             assert not sidecar.exists() or mode(sidecar) == 0o600, suffix
     else:
         assert mode(path) == 0o644
+
+
+def _existing_database(directory: Path, directory_mode: int) -> Path:
+    """A jobledger database (with its -wal and -shm left behind, 0644) in a directory of
+    ``directory_mode``, as an older jobledger or a copy with ``cp`` could leave them."""
+    directory.mkdir()
+    path = directory / "jobs.sqlite3"
+    store = jobledger.open_store(path, clock=FakeClock())
+    store.create_job(id="j", kind="k", authority={"principal": {"type": "u", "id": "x"}})
+    keep_open = sqlite3.connect(path)  # holds the WAL open so the sidecars stay
+    keep_open.execute("SELECT COUNT(*) FROM jobs").fetchall()
+    store.close()
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if candidate.exists():
+            os.chmod(candidate, 0o644)
+    keep_open.close()
+    directory.chmod(directory_mode)
+    return path
+
+
+@pytest.mark.parametrize("directory_mode", [0o755, 0o775, 0o750])
+def test_a_writing_open_makes_an_existing_database_private(
+    tmp_path: Path, directory_mode: int
+) -> None:
+    path = _existing_database(tmp_path / "db", directory_mode)
+    assert mode(path.parent) == directory_mode
+    with jobledger.open_store(path, clock=FakeClock()) as store:
+        assert store.get_job("j") is not None
+        assert mode(path.parent) == 0o700
+        for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            assert not candidate.exists() or mode(candidate) == 0o600, candidate.name
+
+
+def test_a_read_only_open_of_an_existing_database_changes_no_mode(tmp_path: Path) -> None:
+    path = _existing_database(tmp_path / "db", 0o755)
+    before = {p.name: mode(p) for p in path.parent.iterdir()}
+    with jobledger.open_store(path, clock=FakeClock(), migrate=False) as store:
+        assert store.get_job("j") is not None
+    assert mode(path.parent) == 0o755
+    assert mode(path) == 0o644
+    assert {p.name: mode(p) for p in path.parent.iterdir() if p.name in before} == before
+
+
+def test_a_refused_open_of_an_existing_database_changes_no_mode(tmp_path: Path) -> None:
+    path = _existing_database(tmp_path / "db", 0o755)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE user_notes (id INTEGER)")  # not jobledger's schema any more
+    conn.close()
+    os.chmod(path, 0o644)
+    before = _state(path.parent)
+    for migrate in (True, False):
+        with pytest.raises(jobledger.SchedulerError) as refused:
+            jobledger.open_store(path, clock=FakeClock(), migrate=migrate)
+        assert refused.value.code == "SCHEDULER_SCHEMA_UNKNOWN"
+        assert _state(path.parent) == before
+    assert mode(path.parent) == 0o755

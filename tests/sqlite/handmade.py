@@ -80,8 +80,9 @@ def open_at(path: Path | str, clock: FakeClock | None = None, **options: Any) ->
     return store
 
 
-def fresh_v4(path: Path) -> Path:
-    """A fresh v4 database, closed (WAL checkpointed), with one job and one occurrence."""
+def fresh_latest(path: Path) -> Path:
+    """A fresh database at the latest rung, closed (WAL checkpointed), with one job and one
+    occurrence."""
     store = open_at(path)
     try:
         store.create_job(id="job-a", kind="email", authority=AUTHORITY, payload={"n": 1})

@@ -59,16 +59,16 @@ def test_new_directory_is_private_even_with_umask_0(tmp_path: Path, open_umask: 
     assert _mode(path.parent) == 0o700
 
 
-def test_an_existing_directory_keeps_its_mode(tmp_path: Path) -> None:
-    # Changed rule: an existing directory is never made private (it used to be chmod 0700, so a
-    # mistyped --db could lock others out of a shared directory); only directories jobledger
-    # makes are 0700.
+def test_an_existing_directory_is_made_private_by_a_writing_open(tmp_path: Path) -> None:
+    # SPEC §4, as the reference: the database's directory is 0700 once a writing open created or
+    # verified the database in it (a shared, world-writable or sticky one is refused instead:
+    # test_files.py); its own parents are left alone.
     directory = tmp_path / "team"
     directory.mkdir()
     directory.chmod(0o755)
     store = _open(directory / "store.sqlite")
     store.close()
-    assert _mode(directory) == 0o755
+    assert _mode(directory) == 0o700
     assert _mode(directory / "store.sqlite") == 0o600
 
 
@@ -186,10 +186,10 @@ def test_a_read_only_open_of_a_database_with_loose_modes_changes_nothing(tmp_pat
         store.close()
     assert _mode(directory) == 0o755
     assert _mode(path) == 0o644
-    # A writing open of the same, verified database makes the file private (not the directory).
+    # A writing open of the same, verified database makes it private: file and directory.
     _open(path).close()
     assert _mode(path) == 0o600
-    assert _mode(directory) == 0o755
+    assert _mode(directory) == 0o700
 
 
 @pytest.mark.parametrize("migrate", [False, True], ids=["read-only", "migrating"])

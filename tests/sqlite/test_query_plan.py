@@ -14,9 +14,9 @@ what makes it fast:
   called on every instruction): the same behind one row as behind 25 000 rows of a paused
   queue, of a partition at its limit, of lower priority in the same lane, not yet due, of
   another workspace, of another kind, of a disabled job, of settled history or of live leases;
-* that claims come in v4's order: priority (larger first), then the due instant
+* that claims come in the reference's order: priority (larger first), then the due instant
   (``lease_expires_at`` for an expired running claim, ``available_at`` otherwise), the slot
-  (``scheduled_for``) and ``seq`` — across queues and kinds, in batches too.
+  (``scheduled_for``) and the occurrence id — across queues and kinds, in batches too.
 """
 
 from __future__ import annotations
@@ -569,7 +569,9 @@ def _claim_order(
         else:
             continue
         if due <= now:
-            eligible.append((-row["priority"], due, row["scheduled_for"], row["seq"], row))
+            eligible.append(
+                (-row["priority"], due, row["scheduled_for"], row["occurrence_id"], row)
+            )
     return [entry[-1]["occurrence_id"] for entry in sorted(eligible, key=lambda e: e[:4])]
 
 

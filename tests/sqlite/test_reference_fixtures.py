@@ -1,12 +1,12 @@
 """Databases written by the reference implementation (fixtures/reference-v1) open and keep working.
 
 Every fixture is copied to a private temporary directory first; the shipped files are never
-opened. Good files are upgraded v1 → v4 on open (after a backup) and must then read back exactly
-as the manifest says (each occurrence now also carries its job's kind, the default queue and
-priority) and continue exactly as the reference continued. Damaged files are refused with the
-reference's code and left byte-for-byte unchanged: they are v1 files, so the full checks
-(integrity, foreign keys) that precede every upgrade run on them, not only the catalog checks of
-a plain open — in the reference's order.
+opened. Good files are upgraded v1 → the latest rung on open (after a backup) and must then
+read back exactly as the manifest says (each occurrence now also carries its job's kind, the
+default queue and priority) and continue exactly as the reference continued. Damaged files are
+refused with the reference's code and left byte-for-byte unchanged: they are v1 files, so the
+full checks (integrity, foreign keys) that precede every upgrade run on them, not only the
+catalog checks of a plain open — in the reference's order.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 
 import jobledger
 from jobledger.errors import SchedulerError
+from jobledger.store.migrations import LADDER, LATEST_VERSION
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
@@ -131,13 +132,13 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     end = manifest["clock"]["end"]
     store = _open(path, FakeClock(end))
     try:
-        # schema: v2, v3 and v4 on top of the reference's v1 row, whose applied_at is preserved
+        # schema: every later rung on top of the reference's v1 row, whose applied_at is kept
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID
-        assert info.schema_version == MIGRATIONS[-1].version == 4
-        assert info.migration.version == 4
-        assert info.migration.name == "jobledger-queues-v4"
-        assert info.migration.checksum == MIGRATIONS[3].checksum
+        assert info.schema_version == MIGRATIONS[-1].version == LATEST_VERSION
+        assert info.migration.version == LATEST_VERSION
+        assert info.migration.name == LADDER[-1][1]
+        assert info.migration.checksum == MIGRATIONS[-1].checksum
         assert info.migration.applied_at == end
         (expected_v1,) = manifest["schema"]["migrations"]
         v1 = info.migrations[0]
@@ -148,10 +149,10 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
             expected_v1["appliedAt"],
         )
         assert v1.checksum == V1_CHECKSUM
-        assert [m.version for m in info.migrations] == [1, 2, 3, 4]
+        assert [m.version for m in info.migrations] == [version for version, _ in LADDER]
 
-        # the upgrade kept every v1 row and event exactly (migrations: plus the v2, v3 and v4
-        # rows; jobs: plus v4's columns; occurrences: in the v1 shape again — the idempotency
+        # the upgrade kept every v1 row and event exactly (migrations: plus a row per later
+        # rung; jobs: plus v4's columns; occurrences: in the v1 shape again — the idempotency
         # key derived from the id, the authority from the table that stores it once — plus
         # what v3 copies from the job and v4's lane)
         raw = store._connection.raw
@@ -183,11 +184,9 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
         migrations_after = table_rows(raw, "migrations")
         assert migrations_after[:1] == v1_rows["migrations"]
         assert migrations_after[1:] == [
-            (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, end),
-            (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, end),
-            (4, "jobledger-queues-v4", MIGRATIONS[3].checksum, end),
+            (version, name, MIGRATIONS[version - 1].checksum, end) for version, name in LADDER[1:]
         ]
-        assert schema_fingerprint(raw) == MIGRATIONS[3].fingerprint
+        assert schema_fingerprint(raw) == MIGRATIONS[-1].fingerprint
         assert store.verify().ok
         assert pragma(raw, "journal_mode") == manifest["schema"]["journalMode"]
 
@@ -257,9 +256,9 @@ def test_good_fixture_upgrades_and_reads_back_exactly(name: str, tmp_path: Path)
     with pytest.raises(SchedulerError) as refused:
         _open(backup_copy, FakeClock(end), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 4}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": LATEST_VERSION}
 
-    # reopening the upgraded file is a plain open: no second backup, still v4
+    # reopening the upgraded file is a plain open: no second backup, still the latest
     again = _open(path, FakeClock(end))
     try:
         assert again.backup_path is None
@@ -402,7 +401,7 @@ def test_good_fixture_without_migrate_is_refused_unchanged(name: str, tmp_path: 
     with pytest.raises(SchedulerError) as refused:
         _open(path, FakeClock(manifest["clock"]["end"]), migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": 4}
+    assert refused.value.details == {"schemaVersion": 1, "requiredVersion": LATEST_VERSION}
     assert sha256_file(path) == manifest["sha256"]
     assert path.stat().st_size == manifest["bytes"]
     assert sidecars(path) == []

@@ -25,7 +25,7 @@ from jobledger.store.sqlite.schema import (
     schema_fingerprint,
 )
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import NOW, fresh_v4, listing, open_at, tamper
+from tests.sqlite.handmade import NOW, fresh_latest, listing, open_at, tamper
 from tests.sqlite.support import (
     APPLICATION_ID,
     V1_CHECKSUM,
@@ -35,7 +35,8 @@ from tests.sqlite.support import (
     sidecars,
 )
 
-V4_TABLES = [
+# The tables and indexes of the latest rung (v4 added the last tables; v5 only columns).
+TABLES = [
     "events",
     "jobledger_adjudications",
     "jobledger_audit",
@@ -54,7 +55,7 @@ V4_TABLES = [
     "migrations",
     "occurrences",
 ]
-V4_INDEXES = [
+INDEXES = [
     "jobledger_dependencies_child",
     "jobledger_occurrences_held",
     "jobledger_occurrences_job",
@@ -72,12 +73,13 @@ V4_INDEXES = [
     "scheduler_events_job",
     "scheduler_events_occurrence",
 ]
-V4_HISTORY = [
-    {"version": 1, "name": "scheduler-kernel-v1", "checksum": V1_CHECKSUM},
-    {"version": 2, "name": "jobledger-requeue-v2", "checksum": MIGRATIONS[1].checksum},
-    {"version": 3, "name": "jobledger-everyday-v3", "checksum": MIGRATIONS[2].checksum},
-    {"version": 4, "name": "jobledger-queues-v4", "checksum": MIGRATIONS[3].checksum},
+LATEST = ladder.LATEST_VERSION
+# A fresh database's history: every rung of the ladder, v1 with the reference's checksum.
+HISTORY = [
+    {"version": version, "name": name, "checksum": MIGRATIONS[version - 1].checksum}
+    for version, name in ladder.LADDER
 ]
+assert HISTORY[0]["checksum"] == V1_CHECKSUM
 
 
 def _plain(conn: sqlite3.Connection) -> sqlite3.Cursor:
@@ -106,22 +108,19 @@ def test_fresh_database_schema_info(tmp_path: Path) -> None:
     try:
         info = store.schema_info()
         assert info.application_id == APPLICATION_ID == 1128485707
-        assert info.schema_version == 4
+        assert info.schema_version == LATEST
         assert [(m.version, m.name, m.checksum, m.applied_at) for m in info.migrations] == [
-            (1, "scheduler-kernel-v1", V1_CHECKSUM, NOW + 123),
-            (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum, NOW + 123),
-            (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum, NOW + 123),
-            (4, "jobledger-queues-v4", MIGRATIONS[3].checksum, NOW + 123),
+            (h["version"], h["name"], h["checksum"], NOW + 123) for h in HISTORY
         ]
         assert info.migration == info.migrations[-1]
         assert store.backup_path is None
         raw = store._connection.raw
-        assert pragma(raw, "user_version") == 4
+        assert pragma(raw, "user_version") == LATEST
         assert pragma(raw, "application_id") == APPLICATION_ID
         assert pragma(raw, "journal_mode") == "wal"
         assert pragma(raw, "synchronous") == 2  # FULL
         assert pragma(raw, "foreign_keys") == 1
-        assert schema_fingerprint(raw) == MIGRATIONS[3].fingerprint
+        assert schema_fingerprint(raw) == MIGRATIONS[-1].fingerprint
         assert store.verify().ok
         # the store's identity is made once, with the schema
         (store_id,) = _plain(raw).execute("SELECT store_id FROM jobledger_store").fetchall()
@@ -150,15 +149,16 @@ def test_migrations_follow_the_ladder_and_the_reference_checksum_rule() -> None:
             (2, "jobledger-requeue-v2"),
             (3, "jobledger-everyday-v3"),
             (4, "jobledger-queues-v4"),
+            (5, "jobledger-operators-v5"),
         ]
     )
-    assert sqlite_schema.LATEST_VERSION == ladder.LATEST_VERSION == 4
+    assert sqlite_schema.LATEST_VERSION == ladder.LATEST_VERSION == len(ladder.LADDER)
     for migration in MIGRATIONS:
         text = migration.ddl.strip().replace("\r\n", "\n")
         assert migration.checksum == hashlib.sha256(text.encode("utf-8")).hexdigest()
         assert list(migration.tables) == sorted(expected_columns(migration.version))
     assert MIGRATIONS[0].checksum == V1_CHECKSUM
-    assert list(MIGRATIONS[3].tables) == V4_TABLES
+    assert list(MIGRATIONS[3].tables) == list(MIGRATIONS[-1].tables) == TABLES
 
 
 def test_catalog_fingerprint_after_each_migration_is_the_recorded_one() -> None:
@@ -171,11 +171,11 @@ def test_catalog_fingerprint_after_each_migration_is_the_recorded_one() -> None:
             fingerprints.append(schema_fingerprint(conn))
         assert fingerprints == [m.fingerprint for m in MIGRATIONS]
         assert fingerprints[0] == V1_FINGERPRINT
-        assert len(set(fingerprints)) == 4
+        assert len(set(fingerprints)) == len(MIGRATIONS)
         # v3 and v4 rebuilt occurrences and dropped the older claim indexes with it
         assert "scheduler_occurrences_claim" not in _names(conn, "index")
         assert "jobledger_occurrences_final_leases" not in _names(conn, "index")
-        assert _names(conn, "index") == V4_INDEXES
+        assert _names(conn, "index") == INDEXES
     finally:
         conn.close()
 
@@ -199,10 +199,10 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
     store = open_at(tmp_path / "db" / "fresh.sqlite")
     try:
         raw = store._connection.raw
-        assert _names(raw, "table") == V4_TABLES
-        shapes = expected_columns(4)
-        assert sorted(shapes) == V4_TABLES
-        for table in V4_TABLES:
+        assert _names(raw, "table") == TABLES
+        shapes = expected_columns(LATEST)
+        assert sorted(shapes) == TABLES
+        for table in TABLES:
             actual = [
                 [row[1], row[2].upper(), row[3], row[5]]
                 for row in _plain(raw).execute(f"PRAGMA table_info({table})")
@@ -230,7 +230,8 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
         ]
         # occurrences: seq (the rowid) first; the reference's columns without the idempotency
         # key (derived from the id) and with the authority stored once (authority_id); v3's
-        # three; then v4's lane and the columns of results, dependencies and adjudication
+        # three; v4's lane and the columns of results, dependencies and adjudication; then
+        # v5's attempt start
         v1 = [c for c in expected_columns(1)["occurrences"] if c[0] != "idempotency_key"]
         v1 = [["authority_id", "INTEGER", 1, 0] if c[0] == "authority_json" else c for c in v1]
         v1 = [[c[0], c[1], c[2], 0] for c in v1]  # occurrence_id is UNIQUE, no longer the key
@@ -252,8 +253,9 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
             "on_parent_failure",
             "result_read_at",
             "trace_json",
+            "started_at",
         ]
-        assert _names(raw, "index") == V4_INDEXES
+        assert _names(raw, "index") == INDEXES
         assert _names(raw, "trigger") == _names(raw, "view") == []
         # 'cancelled' (v3) and 'blocked' (v4) are statuses now
         sql = (
@@ -273,12 +275,12 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
         store.close()
 
 
-def test_fresh_memory_database_is_v4() -> None:
+def test_fresh_memory_database_is_the_latest() -> None:
     store = open_at(":memory:")
     try:
         info = store.schema_info()
-        assert info.schema_version == 4
-        assert [m.version for m in info.migrations] == [1, 2, 3, 4]
+        assert info.schema_version == LATEST
+        assert [m.version for m in info.migrations] == [version for version, _ in ladder.LADDER]
         assert store.backup_path is None
         report = store.verify()
         assert report.ok
@@ -292,8 +294,8 @@ def test_fresh_memory_database_is_v4() -> None:
         store.close()
 
 
-def test_reopening_a_v4_database_changes_nothing(tmp_path: Path) -> None:
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+def test_reopening_a_current_database_changes_nothing(tmp_path: Path) -> None:
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
     digest = sha256_file(path)
     before = listing(path.parent)
     store = open_at(path, FakeClock(NOW + 10_000), migrate=False)
@@ -340,15 +342,15 @@ def test_migrate_false_on_an_empty_database_requires_a_migration(
     with pytest.raises(MigrationRequired) as refused:
         open_at(path, migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 0, "requiredVersion": 4}
+    assert refused.value.details == {"schemaVersion": 0, "requiredVersion": LATEST}
     assert sha256_file(path) == digest
     assert sidecars(path) == []
     assert listing(path.parent) == ["empty.sqlite"]
 
-    # migrate=True adopts it: an empty database becomes a fresh v4 one
+    # migrate=True adopts it: an empty database becomes a fresh one at the latest rung
     store = open_at(path)
     try:
-        assert store.schema_info().schema_version == 4
+        assert store.schema_info().schema_version == LATEST
         assert store.backup_path is None
     finally:
         store.close()
@@ -419,14 +421,14 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         tamper("CREATE INDEX extra_jobs_kind ON jobs(kind);"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
-    "tampered-v4-checksum": (
-        tamper("UPDATE migrations SET checksum = 'x' WHERE version = 4;"),
+    "tampered-latest-checksum": (
+        tamper(f"UPDATE migrations SET checksum = 'x' WHERE version = {LATEST};"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     # The reference's order: the catalog (its fingerprint) before the history.
     "tampered-checksum-and-dropped-index": (
         tamper(
-            "UPDATE migrations SET checksum = 'x' WHERE version = 4; "
+            f"UPDATE migrations SET checksum = 'x' WHERE version = {LATEST}; "
             "DROP INDEX jobledger_occurrences_ready;"
         ),
         "SCHEDULER_SCHEMA_CORRUPT",
@@ -448,20 +450,26 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "renamed-migration": (
-        tamper("UPDATE migrations SET name = 'other' WHERE version = 4;"),
+        tamper(f"UPDATE migrations SET name = 'other' WHERE version = {LATEST};"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
-    "forgotten-v4-migration": (
-        # the history then claims v3, but the tables are v4's
-        tamper("DELETE FROM migrations WHERE version = 4; PRAGMA user_version = 3;"),
-        "SCHEDULER_SCHEMA_UNKNOWN",
+    "forgotten-latest-migration": (
+        # the history then claims the rung before, but the catalog is the latest one's: an
+        # unknown table set when the latest rung added tables, else a catalog that does not
+        # match the claimed rung's fingerprint (v5 added only columns and indexes)
+        tamper(
+            f"DELETE FROM migrations WHERE version = {LATEST}; PRAGMA user_version = {LATEST - 1};"
+        ),
+        "SCHEDULER_SCHEMA_UNKNOWN"
+        if MIGRATIONS[-1].tables != MIGRATIONS[-2].tables
+        else "SCHEDULER_SCHEMA_CORRUPT",
     ),
     "empty-history": (
         tamper("DELETE FROM migrations;"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "future-migration": (
-        tamper("INSERT INTO migrations VALUES (5, 'from-the-future', 'x', 0);"),
+        tamper(f"INSERT INTO migrations VALUES ({LATEST + 1}, 'from-the-future', 'x', 0);"),
         "SCHEDULER_SCHEMA_UNKNOWN",
     ),
     "extra-table": (
@@ -491,6 +499,10 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], str]] = {
         tamper("ALTER TABLE occurrences DROP COLUMN trace_json;"),
         "SCHEDULER_SCHEMA_CORRUPT",
     ),
+    "dropped-v5-column": (
+        tamper("ALTER TABLE occurrences DROP COLUMN started_at;"),
+        "SCHEDULER_SCHEMA_CORRUPT",
+    ),
     "garbage-file": (_garbage, "SCHEDULER_SCHEMA_CORRUPT"),
     "truncated-file": (_truncate, "SCHEDULER_SCHEMA_CORRUPT"),
 }
@@ -502,7 +514,7 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
     case: str, migrate: bool, tmp_path: Path
 ) -> None:
     damage, code = REFUSALS[case]
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
     damage(path)
     assert sidecars(path) == []
     digest = sha256_file(path)
@@ -516,38 +528,38 @@ def test_damaged_or_unknown_database_is_refused_unchanged(
 
 
 def test_refusal_details_name_what_is_wrong(tmp_path: Path) -> None:
-    path = fresh_v4(tmp_path / "a" / "x.sqlite")
+    path = fresh_latest(tmp_path / "a" / "x.sqlite")
     tamper("CREATE TABLE user_notes (id INTEGER PRIMARY KEY);")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
-    assert refused.value.details == {"expected": V4_TABLES, "actual": [*V4_TABLES, "user_notes"]}
+    assert refused.value.details == {"expected": TABLES, "actual": [*TABLES, "user_notes"]}
 
-    path = fresh_v4(tmp_path / "b" / "x.sqlite")
+    path = fresh_latest(tmp_path / "b" / "x.sqlite")
     tamper("PRAGMA user_version = 7;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.details == {"applicationId": APPLICATION_ID, "userVersion": 7}
 
-    path = fresh_v4(tmp_path / "c" / "x.sqlite")
+    path = fresh_latest(tmp_path / "c" / "x.sqlite")
     tamper("UPDATE migrations SET checksum = 'x' WHERE version = 3;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.message == "Scheduler migration history is unknown"
     assert refused.value.details == {
-        "migrations": [*V4_HISTORY[:2], {**V4_HISTORY[2], "checksum": "x"}, V4_HISTORY[3]]
+        "migrations": [*HISTORY[:2], {**HISTORY[2], "checksum": "x"}, *HISTORY[3:]]
     }
 
-    path = fresh_v4(tmp_path / "d" / "x.sqlite")
+    path = fresh_latest(tmp_path / "d" / "x.sqlite")
     tamper("DROP INDEX jobledger_occurrences_ready;")(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     # the fingerprint check comes first; either way the message names the version
-    assert refused.value.message == "Scheduler sqlite_master catalog does not match v4"
+    assert refused.value.message == f"Scheduler sqlite_master catalog does not match v{LATEST}"
     assert refused.value.details is not None
-    assert refused.value.details["expected"] == MIGRATIONS[3].fingerprint
+    assert refused.value.details["expected"] == MIGRATIONS[-1].fingerprint
 
     # a tampered history does not hide a damaged catalog (the reference's order)
-    path = fresh_v4(tmp_path / "e" / "x.sqlite")
+    path = fresh_latest(tmp_path / "e" / "x.sqlite")
     tamper(
         "UPDATE migrations SET checksum = 'x' WHERE version = 2; "
         "DROP INDEX jobledger_occurrences_leases;"
@@ -555,18 +567,23 @@ def test_refusal_details_name_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.code == "SCHEDULER_SCHEMA_CORRUPT"
-    assert refused.value.message == "Scheduler sqlite_master catalog does not match v4"
+    assert refused.value.message == f"Scheduler sqlite_master catalog does not match v{LATEST}"
 
 
 def test_a_newer_history_says_the_database_is_newer(tmp_path: Path) -> None:
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
+    later = LATEST + 1
     tamper(
-        "INSERT INTO migrations VALUES (5, 'jobledger-later-v5', 'x', 0); PRAGMA user_version = 5;"
+        f"INSERT INTO migrations VALUES ({later}, 'jobledger-later-v{later}', 'x', 0); "
+        f"PRAGMA user_version = {later};"
     )(path)
     with pytest.raises(SchedulerError) as refused:
         open_at(path)
     assert refused.value.code == "SCHEDULER_SCHEMA_UNKNOWN"
     assert "newer" in refused.value.message
     assert refused.value.details == {
-        "migrations": [*V4_HISTORY, {"version": 5, "name": "jobledger-later-v5", "checksum": "x"}]
+        "migrations": [
+            *HISTORY,
+            {"version": later, "name": f"jobledger-later-v{later}", "checksum": "x"},
+        ]
     }

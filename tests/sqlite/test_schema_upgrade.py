@@ -1,8 +1,9 @@
-"""Upgrading SQLite files to v4: v1, v2 and v3 files keep every row, gain what v3 and v4 derive
-from their jobs (kind, workspace, runnable; the default queue and priority, the gate, the
-authority stored once, a key row per idempotency key), are copied first, and are refused
-unchanged without ``migrate``; concurrent first opens and concurrent upgrades converge on one v4
-database with one migration history."""
+"""Upgrading SQLite files to the latest rung: v1, v2 and v3 files keep every row, gain what v3
+and v4 derive from their jobs (kind, workspace, runnable; the default queue and priority, the
+gate, the authority stored once, a key row per idempotency key), are copied first, and are
+refused unchanged without ``migrate``; concurrent first opens and concurrent upgrades converge
+on one current database with one migration history. (v4 → v5 from a file the v4 release wrote:
+``test_v4_release.py``.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 import jobledger
 from jobledger.errors import SchedulerError
+from jobledger.store.migrations import LADDER, LATEST_VERSION
 from jobledger.store.sqlite.schema import MIGRATIONS, SQLiteSchema, schema_fingerprint
 from jobledger.testing import FakeClock
 from tests.sqlite.handmade import (
@@ -35,16 +37,12 @@ from tests.sqlite.handmade import (
 )
 from tests.sqlite.support import V1_CHECKSUM, pragma, read_only, sha256_file, table_rows
 
-LATEST = 4
+LATEST = LATEST_VERSION
 V2_TABLES = ("events", "jobledger_requeues", "jobs", "migrations", "occurrences")
 V3_TABLES = (*V2_TABLES, *sorted(V3_ROWS))
 OLD_TABLES = {1: ("events", "jobs", "migrations", "occurrences"), 2: V2_TABLES, 3: V3_TABLES}
-HISTORY = [
-    (1, "scheduler-kernel-v1", V1_CHECKSUM),
-    (2, "jobledger-requeue-v2", MIGRATIONS[1].checksum),
-    (3, "jobledger-everyday-v3", MIGRATIONS[2].checksum),
-    (4, "jobledger-queues-v4", MIGRATIONS[3].checksum),
-]
+HISTORY = [(version, name, MIGRATIONS[version - 1].checksum) for version, name in LADDER]
+assert HISTORY[0][2] == V1_CHECKSUM
 NEW_TABLES = (
     "jobledger_adjudications",
     "jobledger_authorities",
@@ -77,11 +75,13 @@ def _count(conn: sqlite3.Connection, table: str) -> int:
     return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-# -- v1 → v4, v2 → v4 and v3 → v4 --------------------------------------------------------------
+# -- v1, v2 and v3 → the latest rung ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
-def test_an_old_file_is_upgraded_to_v4_keeping_every_row(version: int, tmp_path: Path) -> None:
+def test_an_old_file_is_upgraded_to_the_latest_keeping_every_row(
+    version: int, tmp_path: Path
+) -> None:
     path = tmp_path / "db" / f"v{version}.sqlite"
     made = MAKERS[version](path)
     before = _snapshot(path, version)

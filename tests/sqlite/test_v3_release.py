@@ -1,6 +1,7 @@
 """A v3 SQLite file written by jobledger 0.2.0 (``tests/fixtures/v3-release``) opens with the
-current code: it is backed up, upgraded to v4, keeps every row (read back as 0.2.0 read it),
-resolves its duplicated idempotency key to the oldest occurrence, keeps working, and verifies."""
+current code: it is backed up, upgraded to the latest rung, keeps every row (read back as 0.2.0
+read it), resolves its duplicated idempotency key to the oldest occurrence, keeps working, and
+verifies."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from jobledger.errors import SchedulerError
+from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
 from tests.fixtures.v3_release import (
@@ -92,13 +94,13 @@ def test_a_v3_file_of_the_release_upgrades_keeping_every_row(
     store = open_at(v3_file, FakeClock(end))
     try:
         outcome = store.schema_outcome
-        assert (outcome.found, outcome.upgraded_from, outcome.version) == (3, 3, 4)
+        assert (outcome.found, outcome.upgraded_from, outcome.version) == (3, 3, LATEST_VERSION)
         info = store.schema_info()
         assert [[m.version, m.name, m.checksum, m.applied_at] for m in info.migrations] == [
             *manifest["migrations"],
-            [4, MIGRATIONS[3].name, MIGRATIONS[3].checksum, end],
+            *([m.version, m.name, m.checksum, end] for m in MIGRATIONS[3:]),
         ]
-        assert schema_fingerprint(store._connection.raw) == MIGRATIONS[3].fingerprint
+        assert schema_fingerprint(store._connection.raw) == MIGRATIONS[-1].fingerprint
         assert_reads_back(store, manifest, _raw(store))
         assert store.verify().ok
     finally:
@@ -129,7 +131,7 @@ def test_the_release_file_without_migrate_is_refused_unchanged(v3_file: Path) ->
     with pytest.raises(SchedulerError) as refused:
         open_at(v3_file, migrate=False)
     assert refused.value.code == "SCHEDULER_MIGRATION_REQUIRED"
-    assert refused.value.details == {"schemaVersion": 3, "requiredVersion": 4}
+    assert refused.value.details == {"schemaVersion": 3, "requiredVersion": LATEST_VERSION}
     assert sha256_file(v3_file) == digest
     assert listing(v3_file.parent) == ["v3.sqlite"]
 

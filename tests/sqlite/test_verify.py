@@ -18,7 +18,7 @@ import pytest
 from jobledger.errors import MigrationRequired, SchedulerError
 from jobledger.store.sqlite import connection as sqlite_connection
 from jobledger.store.sqlite import schema as sqlite_schema
-from tests.sqlite.handmade import MAKERS, NOW, fresh_v4, listing, open_at, tamper
+from tests.sqlite.handmade import MAKERS, NOW, fresh_latest, listing, open_at, tamper
 from tests.sqlite.support import sha256_file, sidecars
 
 CHECKS = ["integrity_check", "foreign_keys", "schema", "stored_authority"]
@@ -49,7 +49,7 @@ ROW_DAMAGE: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("case", sorted(ROW_DAMAGE))
 def test_row_damage_in_a_v4_file_opens_and_verify_reports_it(case: str, tmp_path: Path) -> None:
     damage, failing = ROW_DAMAGE[case]
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
     tamper(damage)(path)
     digest = sha256_file(path)
     before = listing(path.parent)
@@ -78,7 +78,7 @@ def test_row_damage_in_a_v4_file_opens_and_verify_reports_it(case: str, tmp_path
 def test_a_tampered_stored_authority_reads_back_as_stored(tmp_path: Path) -> None:
     """Rows are decoded, not re-validated, on read: an object that is not an authority envelope
     reads back as it is stored (verify() finds it); only a non-object is corrupt on read."""
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
     tamper("""UPDATE jobs SET authority_json = '{"schemaVersion":2}' WHERE job_id = 'job-a';""")(
         path
     )
@@ -217,8 +217,8 @@ def _grow(path: Path, occurrences: int) -> None:
 def test_opening_a_v4_file_runs_no_size_dependent_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = fresh_v4(tmp_path / "small" / "x.sqlite")
-    large = fresh_v4(tmp_path / "large" / "x.sqlite")
+    small = fresh_latest(tmp_path / "small" / "x.sqlite")
+    large = fresh_latest(tmp_path / "large" / "x.sqlite")
     _grow(large, 20_000)
     assert large.stat().st_size > 20 * small.stat().st_size
 
@@ -255,7 +255,7 @@ def test_an_upgrade_runs_the_full_checks_first(
 def test_verify_on_demand_runs_the_full_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = fresh_v4(tmp_path / "db" / "x.sqlite")
+    path = fresh_latest(tmp_path / "db" / "x.sqlite")
     probe = _OpenProbe(monkeypatch)
     store = open_at(path)
     try:

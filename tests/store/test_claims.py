@@ -53,7 +53,7 @@ def test_claim_next_honours_available_at_before_scheduled_for(store, clock, auth
     assert claim(store).id == occurrence.id
 
 
-def test_claim_order_is_due_instant_then_scheduled_for_then_enqueue_order(store, clock, authority):
+def test_claim_order_is_due_instant_then_scheduled_for_then_occurrence_id(store, clock, authority):
     make_job(store, authority, "job-a")
     now = clock()
     late_due = enqueue(store, "job-a", now - 10_000, "a", available_at=now - 10)
@@ -61,9 +61,10 @@ def test_claim_order_is_due_instant_then_scheduled_for_then_enqueue_order(store,
     # Same due instant: the earlier scheduled_for wins.
     tie_late_sched = enqueue(store, "job-a", now + 5, "c", available_at=now - 15)
     tie_early_sched = enqueue(store, "job-a", now + 1, "d", available_at=now - 15)
-    # Same due instant and scheduled_for: the one enqueued first wins (schema v4 breaks ties by
-    # the row's insertion sequence, not by the id's hash).
+    # Same due instant and scheduled_for: the smaller occurrence id wins, as in the reference
+    # (not the order of insertion: test_tie_order.py).
     twins = [enqueue(store, "job-a", now + 3, key, available_at=now - 12) for key in "efg"]
+    twins.sort(key=lambda occurrence: occurrence.id)
     expected = [
         early_due.id,
         tie_early_sched.id,

@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 import jobledger
@@ -31,7 +33,9 @@ _CHILD = textwrap.dedent(
     store.register_worker(
         worker_id=sys.argv[2], hostname="h", pid=os.getpid(), info={"liveness": lock.kind}
     )
-    print("holding", flush=True)
+    # the backend that holds the lock (PostgreSQL), for the test to wait on its end
+    backend = getattr(getattr(lock, "_conn", None), "info", None)
+    print("holding", getattr(backend, "backend_pid", 0), flush=True)
     time.sleep(600)
     """
 )
@@ -43,20 +47,39 @@ def _target(store: jobledger.Store, request: pytest.FixtureRequest, backend: str
     return str(request.getfixturevalue("postgres_database_url"))
 
 
-def _hold_in_child(target: str, owner: str) -> subprocess.Popen[str]:
+def _hold_in_child(target: str, owner: str) -> tuple[subprocess.Popen[str], int]:
+    """The child and the PostgreSQL backend pid holding its lock (0 on SQLite)."""
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, target, owner],
         stdout=subprocess.PIPE,
         text=True,
     )
     assert child.stdout is not None
-    assert child.stdout.readline().strip() == "holding"
-    return child
+    said, backend = child.stdout.readline().split()
+    assert said == "holding"
+    return child, int(backend)
 
 
 def _kill(child: subprocess.Popen[str]) -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait(30)
+
+
+def _wait_for_the_backend_to_end(url: str, backend: int) -> None:
+    """The server ends a killed client's session when it notices the closed socket, which under
+    load is not at once: wait for that (the condition the test depends on), not for a time."""
+    deadline = time.monotonic() + 120
+    with psycopg.connect(url, autocommit=True) as admin:
+        while True:
+            row = admin.execute(
+                "SELECT (SELECT count(*) FROM pg_locks WHERE pid = %(pid)s)"
+                " + (SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s)",
+                {"pid": backend},
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                return
+            assert time.monotonic() < deadline, f"backend {backend} still holds its locks"
+            time.sleep(0.02)
 
 
 def test_an_owner_that_never_took_a_lock_is_not_known_to_be_gone(store, clock: FakeClock):
@@ -83,12 +106,14 @@ def test_a_second_holder_of_the_same_owner_lock_is_refused(store, store_factory)
 
 
 def test_a_killed_owner_is_gone(store, store_factory, backend, request, clock: FakeClock):
-    child = _hold_in_child(_target(store, request, backend), "victim")
+    target = _target(store, request, backend)
+    child, holder = _hold_in_child(target, "victim")
     other = store_factory()
     assert other.owner_gone("victim") is False
     _kill(child)
     if backend == "postgres":
-        # The server ends the session at once; the lock must stay free for CONFIRM first.
+        _wait_for_the_backend_to_end(target, holder)
+        # The lock is free now; it must stay free for CONFIRM first.
         assert other.owner_gone("victim") is False
         clock.advance(timedelta(milliseconds=CONFIRM_MS - 1))
         assert other.owner_gone("victim") is False

@@ -79,8 +79,11 @@ def test_occurrence_gate_says_where_a_queued_occurrence_stands(store, clock, aut
         Queue("reports", partition_concurrency=1, partition_rate=Rate(5, timedelta(minutes=1))),
         actor="ops",
     )
-    first = enqueue(store, "report", clock(), "a", partition="c:1")
-    second = enqueue(store, "report", clock(), "b", partition="c:1")
+    # equally due: the smaller occurrence id is claimed first (SPEC §2)
+    first, second = sorted(
+        (enqueue(store, "report", clock(), key, partition="c:1") for key in "ab"),
+        key=lambda occurrence: occurrence.id,
+    )
     later = enqueue(store, "report", clock() + MINUTE, "c")
     assert store.occurrence_gate(first.id).gate == "waiting"  # not staged yet
     assert claim(store).id == first.id

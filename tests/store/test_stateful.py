@@ -54,7 +54,7 @@ class ModelOccurrence:
     events: int = 1  # occurrence_enqueued
     leases: list[tuple[str, int]] = field(default_factory=list)  # every (owner, fence) granted
     seen_fences: list[int] = field(default_factory=list)
-    seq: int = 0  # insertion order: the store's last tie-break (schema v4)
+    seq: int = 0  # insertion order (the reference breaks ties by id instead: SPEC §2)
 
 
 def make_machine(store, clock):
@@ -229,7 +229,7 @@ def make_machine(store, clock):
                 key=lambda o: (
                     o.expires if o.status == "running" else o.available_at,
                     o.scheduled_for,
-                    o.seq,
+                    o.id,
                 )
             )
             got = store.claim_next(owner_id=owner, lease_ms=lease, job_kind=self.kind)

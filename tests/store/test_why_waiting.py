@@ -20,7 +20,10 @@ def _codes(store, occurrence) -> list[str]:
 def test_pause_and_queue_limits(store, clock, authority):
     make_job(store, authority, "j", queue="q")
     store.declare_queue(Queue("q", concurrency=1, rate=Rate(2, timedelta(minutes=1))), actor="ops")
-    first, second, third = (enqueue(store, "j", clock(), key) for key in "abc")
+    # equally due: claimed in occurrence id order (SPEC §2)
+    first, second, third = sorted(
+        (enqueue(store, "j", clock(), key) for key in "abc"), key=lambda o: o.id
+    )
     assert _codes(store, first) == ["ready"]
     claim(store)
     [reason] = why_waiting(store, store.get_occurrence(second.id))
@@ -45,15 +48,19 @@ def test_pause_and_queue_limits(store, clock, authority):
 def test_partition_limits(store, clock, authority):
     make_job(store, authority, "j", queue="p")
     store.declare_queue(Queue("p", partition_concurrency=1), actor="ops")
-    first = enqueue(store, "j", clock(), "a", partition="customer:42")
-    second = enqueue(store, "j", clock(), "b", partition="customer:42")
+    first, second = sorted(
+        (enqueue(store, "j", clock(), key, partition="customer:42") for key in "ab"),
+        key=lambda o: o.id,
+    )
     assert claim(store).id == first.id
     [reason] = why_waiting(store, store.get_occurrence(second.id))
     assert reason.text == "partition customer:42 at its limit (1 running)"
     make_job(store, authority, "k", queue="r")
     store.declare_queue(Queue("r", partition_rate=Rate(1, timedelta(minutes=1))), actor="ops")
-    third = enqueue(store, "k", clock(), "c", partition="customer:7")
-    fourth = enqueue(store, "k", clock(), "d", partition="customer:7")
+    third, fourth = sorted(
+        (enqueue(store, "k", clock(), key, partition="customer:7") for key in "cd"),
+        key=lambda o: o.id,
+    )
     assert claim(store, queues=["r"]).id == third.id
     codes = _codes(store, fourth)
     assert "partition_rate" in codes, codes

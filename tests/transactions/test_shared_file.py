@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import jobledger
+from jobledger.store.migrations import LATEST_VERSION
 from jobledger.testing import FakeClock
 
 
@@ -106,7 +107,7 @@ def test_the_app_keeps_jobledgers_identity_pragmas(tmp_path: Path, clock: FakeCl
     _open(path, clock, shared_file=True).close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone() == (0x4343534B,)
-    assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (LATEST_VERSION,)
     conn.close()
 
 

@@ -6,14 +6,15 @@ the engine then enumerates array-index keys first on its own) and answers with o
 ``JSON.stringify`` line. Values go out as ``json.dumps(..., ensure_ascii=True)`` so surrogates
 travel as ``\\udxxx`` escapes and JS sees the same UTF-16 string Python holds.
 
-Valid input is byte-identical to Node's answer. A value holding a *lone* surrogate (after a high
-and a low one next to each other are joined, as JS reads them) is where jobledger departs from
-``JSON.stringify`` on purpose: it refuses it (``SCHEDULER_INVALID_ARGUMENT``) instead of writing
-a ``\\udxxx`` escape — checked here against an independent test of the value.
+Every value is byte-identical to Node's answer, a value holding a *lone* surrogate (after a high
+and a low one next to each other are joined, as JS reads them) included: both write it as its
+``\\udxxx`` escape (SPEC §2 "Text"). The occurrence identity of material holding lone
+surrogates is checked against Node's ``JSON.stringify`` of the same material too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,8 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobledger.contract import canonical_json
-from jobledger.errors import InvalidArgument
+from jobledger.contract import IDENTITY_PREFIX, canonical_json, derive_occurrence_identity
 
 NODE = shutil.which("node")
 
@@ -191,11 +191,7 @@ def _holds_lone_surrogate(value: object) -> bool:
 
 
 def _check(node_stringify: NodeStringify, value: object) -> None:
-    if _holds_lone_surrogate(value):
-        with pytest.raises(InvalidArgument):
-            canonical_json(value)
-    else:
-        assert canonical_json(value) == node_stringify(value)
+    assert canonical_json(value) == node_stringify(value)
 
 
 @settings(
@@ -245,8 +241,34 @@ def test_hand_picked_values_match_node(node_stringify, value):
 
 
 @pytest.mark.parametrize("value", LONE_SURROGATES)
-def test_lone_surrogates_are_refused_where_node_would_escape_them(node_stringify, value):
+def test_lone_surrogates_are_escaped_as_node_escapes_them(node_stringify, value):
     assert _holds_lone_surrogate(value)
-    assert "\\ud" in node_stringify(value)  # JSON.stringify writes an escape
-    with pytest.raises(InvalidArgument):
-        canonical_json(value)
+    answer = node_stringify(value)
+    assert "\\ud" in answer  # JSON.stringify writes an escape
+    assert canonical_json(value) == answer
+
+
+IDENTITY_MATERIAL = [
+    ("lone\ud800", "t"),
+    ("job-a", "key:a\udfffb"),
+    (" \udbff\ud800 ", "\ude00\ud83d"),  # trimmed first; two lone ones in each
+    ("\ud83d\ude00", "slot:\udc80"),  # a pair (one character); surrogateescape's 0x80
+]
+
+
+@pytest.mark.parametrize(("job_id", "trigger_key"), IDENTITY_MATERIAL)
+def test_identity_of_material_with_lone_surrogates_is_the_references(
+    node_stringify, job_id, trigger_key
+):
+    # The reference hashes canonicalJson of the material: JSON.stringify of these keys in order.
+    material = {
+        "contractVersion": 1,
+        "jobId": job_id.strip(),
+        "jobRevision": 7,
+        "scheduledFor": 1_700_000_000_000,
+        "triggerKey": trigger_key,
+    }
+    digest = hashlib.sha256(IDENTITY_PREFIX + node_stringify(material).encode("utf-8")).hexdigest()
+    assert derive_occurrence_identity(
+        job_id=job_id, job_revision=7, scheduled_for=1_700_000_000_000, trigger_key=trigger_key
+    ) == (f"occ_{digest}", f"scheduler:v1:{digest}")

@@ -471,11 +471,15 @@ def test_json_joins_surrogate_pairs_like_ecmascript():
         b"bad\xff".decode("utf-8", "surrogateescape"),
     ],
 )
-def test_json_with_a_lone_surrogate_is_refused(value):
-    error = error_of(normalize_json, value, "job.payload")
-    assert error.message.startswith("job.payload is not valid Unicode text")
-    error = error_of(canonical_json, value, "result")
-    assert error.message.startswith("result is not valid Unicode text")
+def test_json_keeps_a_lone_surrogate_and_writes_its_escape(value):
+    # SPEC §2 "Text": JSON.stringify writes a lone surrogate as its \uXXXX escape; so does
+    # canonical_json, and the text reads back as the same string (byte for byte again).
+    assert normalize_json(value, "job.payload") == value
+    text = canonical_json(value, "result")
+    text.encode("utf-8")  # always UTF-8
+    assert "\\u" in text
+    assert parse_stored_json(text) == value
+    assert canonical_json(parse_stored_json(text)) == text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,12 +546,13 @@ def test_canonical_string_escaping():
     assert canonical_json(raw) == f'"{raw}"'
 
 
-def test_canonical_refuses_lone_surrogates_and_joins_pairs():
-    for lone in ("\ud800", "a\udfffb", "\udbff\ud800", "\ude00\ud83d"):  # high-high, low-high
-        with pytest.raises(InvalidArgument):
-            canonical_json(lone)
-    with pytest.raises(InvalidArgument):
-        canonical_json({"\udc00": "\ud83d\ude00"})
+def test_canonical_escapes_lone_surrogates_and_joins_pairs():
+    # as JSON.stringify: lowercase \udxxx for each lone one (high-high, low-high are two)
+    assert canonical_json("\ud800") == '"\\ud800"'
+    assert canonical_json("a\udfffb") == '"a\\udfffb"'
+    assert canonical_json("\udbff\ud800") == '"\\udbff\\ud800"'
+    assert canonical_json("\ude00\ud83d") == '"\\ude00\\ud83d"'
+    assert canonical_json({"\udc00": "\ud83d\ude00"}) == '{"\\udc00":"\U0001f600"}'
     assert canonical_json({"k": "\ud83d\ude00"}) == '{"k":"\U0001f600"}'
 
 

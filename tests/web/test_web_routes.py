@@ -413,3 +413,16 @@ def test_an_ambiguous_start_of_an_id_names_the_candidates(client, store):
         response = client.get(path)
         assert response.status_code == status, (path, response.text[:300])
         assert 'data-testid="error"' in response.text
+
+
+def test_a_stored_lone_surrogate_is_shown_as_its_escape(client, store, clock):
+    # SPEC §2 "Text": a payload may hold one; the page (UTF-8) shows its escape
+    occurrence = store.enqueue_occurrence(
+        job_id="welcome-email",
+        scheduled_for=clock(),
+        trigger_key="t:lone",
+        payload={"note": "a" + chr(0xD800) + "b"},
+    )
+    page = client.get(f"/occurrences/{occurrence.id}")
+    assert page.status_code == 200
+    assert "a\\ud800b" in page.text

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any, TextIO
 
-from ..contract import normalize_identifier
+from ..contract import escape_surrogates, normalize_identifier
 from ..errors import (
     InvalidArgument,
     MigrationRequired,
@@ -188,7 +188,8 @@ class Context:
         return shutil.get_terminal_size((100, 24)).columns
 
     def write(self, text: str) -> None:
-        """A line (or lines) on stdout."""
+        """A line (or lines) on stdout (a lone surrogate of a stored value as its escape)."""
+        text = escape_surrogates(text)
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
 

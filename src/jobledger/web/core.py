@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from ..contract import escape_surrogates
 from ..errors import (
     Conflict,
     InvalidArgument,
@@ -383,7 +384,7 @@ def first(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def json_response(data: Any, status: int = 200) -> Response:
     return Response(
-        json.dumps(data, ensure_ascii=False, sort_keys=True),
+        escape_surrogates(json.dumps(data, ensure_ascii=False, sort_keys=True)),
         status_code=status,
         media_type="application/json",
     )

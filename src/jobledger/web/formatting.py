@@ -14,6 +14,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..contract import escape_surrogates
 from ..durations import epoch_ms_from
 
 __all__ = [
@@ -108,8 +109,9 @@ def local_time(ms: int, zone: str) -> str:
 
 
 def pretty_json(value: Any) -> str:
-    """Indented JSON with sorted keys; integers stay exact (no float rounding)."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    """Indented JSON with sorted keys; integers stay exact (no float rounding); a lone
+    surrogate as its escape (the page is UTF-8)."""
+    return escape_surrogates(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 _BREAK_AFTER = re.compile(r"(?<=[/._:@])")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from cronsim import CronSim
@@ -106,11 +106,29 @@ def test_parser_agrees_with_cronsims_on_random_expressions():
         assert parse_cron(expression).day_or is not theirs.day_and
 
 
-def test_degenerate_step_range_follows_vixie_not_cronsim():
-    # cronsim 2.8 turns a one-value range with a step into "a/n"; Vixie cron (and the SPEC's
-    # a-b/n) mean just a. Recorded here because the oracles use cronsim's parser.
-    assert sets("0 6-6/4 * * *")[2] == {6}
-    assert CronSim("0 6-6/4 * * *", datetime(2000, 1, 1)).hours == {6, 10, 14, 18, 22}
+@pytest.mark.parametrize(
+    ("expression", "field_index", "expected"),
+    [
+        ("0 6-6/4 * * *", 2, {6}),  # a one-value range: a step past b takes nothing more
+        ("6-6/4 * * * *", 1, {6}),
+        ("0 6-9/4 * * *", 2, {6}),
+        ("0 6-10/4 * * *", 2, {6, 10}),
+        ("0 0 1 12-12/3 *", 4, {12}),
+    ],
+)
+def test_a_step_range_stays_inside_its_range(expression, field_index, expected):
+    # docs/schedules.md: a-b/n is every n-th value of the range a..b, and never a value past b
+    # (Vixie cron's reading). Only jobledger's own parser is asked: third-party parsers have
+    # disagreed on the degenerate a-a/n (cronsim 2.8 read it as a/n, 2.9 as {a}).
+    assert sets(expression)[field_index] == expected
+    trigger = Cron(expression)
+    fires = []
+    instant = 0  # 1970-01-01T00:00:00Z, UTC
+    for _ in range(3):
+        instant = trigger.next_after(instant)
+        fires.append(datetime.fromtimestamp(instant / 1000, UTC))
+    value = {1: "minute", 2: "hour", 4: "month"}[field_index]
+    assert {getattr(fire, value) for fire in fires} <= expected
 
 
 @pytest.mark.parametrize(

@@ -148,8 +148,8 @@ class OperationsBase(ABC):
         workspace: str | None,
     ) -> list[Row]:
         """The ready rows of each (queue, kind, room) lane, at most room each, merged in claim
-        order (priority descending, due instant, slot, seq). One index probe per lane here;
-        PostgreSQL does them all in one statement and locks them (``SKIP LOCKED``)."""
+        order (priority descending, due instant, slot, occurrence id). One index probe per lane
+        here; PostgreSQL does them all in one statement and locks them (``SKIP LOCKED``)."""
         query = "ready_probe" if workspace is None else "ready_probe_in_workspace"
         found: list[Row] = []
         for queue, kind, room in lanes:
@@ -158,7 +158,12 @@ class OperationsBase(ABC):
                 params["workspace_id"] = workspace
             found.extend(tx.all(query, params))
         found.sort(
-            key=lambda row: (-int(row["priority"]), row["due_at"], row["scheduled_for"], row["seq"])
+            key=lambda row: (
+                -int(row["priority"]),
+                row["due_at"],
+                row["scheduled_for"],
+                row["occurrence_id"],
+            )
         )
         return found
 

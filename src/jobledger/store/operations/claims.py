@@ -13,7 +13,7 @@ A claim batch, in one write transaction:
    (:mod:`.admission`);
 5. **room** — per queue: none while paused; else the room its limits leave (bounded counts);
 6. **probe** — the ready rows of each lane with room, in claim order (priority descending, due
-   instant, slot, seq), merged with the reclaims and picked within each queue's room;
+   instant, slot, occurrence id), merged with the reclaims and picked within each queue's room;
 7. **lease** — one guarded ``UPDATE … RETURNING``, the rate windows' tokens, one multi-row
    event insert.
 
@@ -339,7 +339,9 @@ class ClaimOperations(OperationsBase):
                 -int(pair[0]["priority"]),
                 pair[0]["lease_expires_at"] if pair[1] else pair[0]["due_at"],
                 pair[0]["scheduled_for"],
-                pair[0]["seq"],
+                # the reference's last tie-break: the id, compared as bytes (SQLite's BINARY,
+                # PostgreSQL's COLLATE "C"); ids are ASCII, so str order is byte order
+                pair[0]["occurrence_id"],
             )
         )
         picked: list[Row] = []

@@ -48,7 +48,7 @@ WHERE seq = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retry_wait')
 SELECT seq FROM occurrences
 WHERE queue = %(queue)s AND partition_key = %(partition_key)s
   AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
-ORDER BY priority DESC, available_at, scheduled_for, seq
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id COLLATE "C"
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
@@ -114,11 +114,11 @@ CROSS JOIN LATERAL (
   WHERE o.queue = lane.queue AND o.kind = lane.kind
     AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
     AND o.priority >= -100 AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
-  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.seq
+  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.occurrence_id COLLATE "C"
   LIMIT lane.room
   FOR UPDATE OF o SKIP LOCKED
 ) AS c
-ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.seq
+ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.occurrence_id COLLATE "C"
 
 -- name: ready_probe_in_workspace
 SELECT c.* FROM unnest(%(queues)s::text[], %(kinds)s::text[], %(rooms)s::int[])
@@ -131,11 +131,11 @@ CROSS JOIN LATERAL (
     AND o.queue = lane.queue AND o.kind = lane.kind
     AND o.status IN ('queued', 'retry_wait') AND o.gate = 0 AND o.runnable = 1
     AND o.available_at <= %(now)s AND o.attempt < o.max_attempts
-  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.seq
+  ORDER BY o.priority DESC, o.available_at, o.scheduled_for, o.occurrence_id COLLATE "C"
   LIMIT lane.room
   FOR UPDATE OF o SKIP LOCKED
 ) AS c
-ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.seq
+ORDER BY c.priority DESC, c.due_at, c.scheduled_for, c.occurrence_id COLLATE "C"
 
 -- name: next_ready
 SELECT occurrence_id, job_id, status, queue, kind, priority, scheduled_for,
@@ -144,7 +144,7 @@ FROM occurrences
 WHERE queue = %(queue)s AND kind = %(kind)s
   AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1 AND priority >= -100
   AND available_at <= %(now)s
-ORDER BY priority DESC, available_at, scheduled_for, seq
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id COLLATE "C"
 LIMIT 1
 
 -- name: claim_target

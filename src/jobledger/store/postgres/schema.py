@@ -277,8 +277,8 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         1: "294a2c5d7c18724374d3db0e17db819d5af733937e651f013a79d5b54165b20f",
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
-        4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "ee45db7e84d40704a19a7516f391b6c5cd623be33ff9be49f7519be6648402a4",
+        4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
+        5: "3584a2dcc48395cd3e7426e780aaacb012d667af3c0df556dd447c68ea683177",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
@@ -292,8 +292,12 @@ SELECT c.relname AS name, c.relkind::text AS kind, c.relrowsecurity AS rls,
        c.relpersistence::text AS persistence
 FROM pg_class c WHERE c.relnamespace = %(nsp)s::regnamespace ORDER BY c.relname
 """
+# A column's position among the table's live columns, not its attnum: a rung that drops a
+# column (v4) leaves a gap in attnum that pg_dump/pg_restore closes, and a restored schema is
+# the same schema.
 _COLUMNS_SQL = """
-SELECT c.relname AS rel, a.attnum AS num, a.attname AS name,
+SELECT c.relname AS rel,
+       row_number() OVER (PARTITION BY c.relname ORDER BY a.attnum) AS num, a.attname AS name,
        format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull,
        a.attidentity::text AS identity, a.attgenerated::text AS generated,
        pg_get_expr(d.adbin, d.adrelid) AS default_expr,

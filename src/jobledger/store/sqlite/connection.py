@@ -124,12 +124,13 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
 
 # -- file safety ------------------------------------------------------------------------------
 #
-# The rule: verify first, and change nothing on a refusal or a read-only open. Checking a path
-# is lstat only; a directory is made (0700) only for a database jobledger creates, and only the
-# directories it makes; modes are tightened to 0600 only on files of a database jobledger
-# created or has verified as its own and opens for writing (:func:`tighten_database_files`,
-# called after the schema check). So `jobledger --db /etc/passwd db info` reads and refuses,
-# and a mistyped --db never turns a shared directory or a device into something private.
+# The rule (SPEC §4): verify first, and change nothing on a refusal or a read-only open. Checking
+# a path is lstat only; missing directories are made 0700 only for a database jobledger creates.
+# A writing open of a database jobledger created or has verified as its own then makes it
+# private, as the reference does: its directory 0700, the file and its sidecars 0600
+# (:func:`tighten_database_files`, called after the schema check). So `jobledger --db
+# /etc/passwd db info` reads and refuses, and a mistyped --db never turns a shared directory
+# (refused before anything) or a device into something private.
 
 
 def _unsafe(message: str, *, path: Path, reason: str, **details: str) -> UnsafePath:
@@ -237,15 +238,38 @@ def _make_directories(directory: Path) -> None:
         os.chmod(candidate, 0o700)
 
 
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        return None
+
+
 def tighten_database_files(path: Path) -> None:
-    """Make the database file and its sidecars 0600.
+    """Make the database's directory 0700 and the database file and its sidecars 0600.
 
     Only for a database this open created, or verified as jobledger's own and opened for
-    writing: the caller decides, after the schema check. Each file is changed by name after an
-    ``lstat`` shows a regular file — never through a descriptor: closing any descriptor of a
-    database file drops every POSIX lock this process holds on it, including those of SQLite
-    connections already open (another process could then reset the WAL index under them).
+    writing: the caller decides, after the schema check (a shared, world-writable or sticky
+    directory was refused before anything, so it is never "repaired"). The directory is left
+    alone when it is the user's home directory or another user's (not ours to change). Each
+    file is changed by name after an ``lstat`` shows a regular file — never through a
+    descriptor: closing any descriptor of a database file drops every POSIX lock this process
+    holds on it, including those of SQLite connections already open (another process could
+    then reset the WAL index under them).
     """
+    directory = path.parent
+    info = _lstat(directory)
+    if info is None or stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise _unsafe(
+            f"Refusing a database path changed while it was open: {directory}",
+            path=directory,
+            reason="symlink"
+            if info is not None and stat.S_ISLNK(info.st_mode)
+            else "not_a_directory",
+        )
+    _check_directory(directory, info)
+    if stat.S_IMODE(info.st_mode) != 0o700 and info.st_uid == os.getuid() and directory != _home():
+        os.chmod(directory, 0o700)
     for suffix in SIDECAR_SUFFIXES:
         candidate = Path(f"{path}{suffix}")
         info = _lstat(candidate)
@@ -269,7 +293,8 @@ def prepare_database_files(path: Path, *, create: bool) -> None:
     directory); a directory that is not one, a filesystem root, or a shared one (world-writable
     or sticky, see :func:`is_shared_directory`). A missing database is
     ``SCHEDULER_STORE_NOT_FOUND`` unless ``create``; then the missing directories are made
-    0700 and the file 0600, whatever the umask. An existing directory's mode is never changed.
+    0700 and the file 0600, whatever the umask. An existing directory's mode is not changed
+    here: a writing open tightens it after verification (:func:`tighten_database_files`).
     """
     _refuse_symlinks(path)
     directory = path.parent

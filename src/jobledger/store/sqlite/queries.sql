@@ -46,7 +46,7 @@ WHERE seq IN (SELECT value FROM json_each(:ids)) AND +status IN ('queued', 'retr
 SELECT seq FROM occurrences INDEXED BY jobledger_occurrences_held
 WHERE queue = :queue AND partition_key = :partition_key
   AND status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1
-ORDER BY priority DESC, available_at, scheduled_for
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id
 LIMIT :limit
 
 -- name: held_partitions
@@ -142,7 +142,7 @@ FROM occurrences INDEXED BY jobledger_occurrences_ready
 WHERE queue = :queue AND kind = :kind
   AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
   AND available_at <= :now AND attempt < max_attempts
-ORDER BY priority DESC, available_at, scheduled_for
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id
 LIMIT :limit
 
 -- name: ready_probe_in_workspace
@@ -153,7 +153,7 @@ WHERE workspace_id = :workspace_id AND workspace_id IS NOT NULL
   AND queue = :queue AND kind = :kind
   AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
   AND available_at <= :now AND attempt < max_attempts
-ORDER BY priority DESC, available_at, scheduled_for
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id
 LIMIT :limit
 
 -- name: next_ready
@@ -164,7 +164,7 @@ FROM occurrences INDEXED BY jobledger_occurrences_ready
 WHERE queue = :queue AND kind = :kind
   AND status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
   AND available_at <= :now
-ORDER BY priority DESC, available_at, scheduled_for
+ORDER BY priority DESC, available_at, scheduled_for, occurrence_id
 LIMIT 1
 
 -- name: claim_target

@@ -27,3 +27,20 @@ ALTER TABLE jobs ADD COLUMN declared_json TEXT
   CHECK (declared_json IS NULL OR json_valid(declared_json));
 ALTER TABLE jobs ADD COLUMN operator_set_json TEXT NOT NULL DEFAULT '[]'
   CHECK (json_valid(operator_set_json));
+
+-- Claim order among equal rows (SPEC §2, §7): priority, due instant, slot, then the occurrence
+-- id, as the reference orders its claims (not the insertion order the rowid gave v4). The claim
+-- lane's indexes end in occurrence_id, so claims still read them in order with no sort.
+DROP INDEX jobledger_occurrences_ready;
+CREATE INDEX jobledger_occurrences_ready ON occurrences(
+  queue, kind, priority DESC, available_at, scheduled_for, occurrence_id
+) WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1;
+DROP INDEX jobledger_occurrences_ready_workspace;
+CREATE INDEX jobledger_occurrences_ready_workspace ON occurrences(
+  workspace_id, queue, kind, priority DESC, available_at, scheduled_for, occurrence_id
+) WHERE status IN ('queued', 'retry_wait') AND gate = 0 AND runnable = 1
+    AND workspace_id IS NOT NULL;
+DROP INDEX jobledger_occurrences_held;
+CREATE INDEX jobledger_occurrences_held ON occurrences(
+  queue, partition_key, priority DESC, available_at, scheduled_for, occurrence_id
+) WHERE status IN ('queued', 'retry_wait') AND gate = 2 AND runnable = 1;
