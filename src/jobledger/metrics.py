@@ -30,7 +30,9 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_planner_lag_seconds                     histogram (now − slot, at enqueue)
     jobledger_planner_enqueued_total{kind}            counter
     jobledger_planner_skipped_runs_total              counter
-    jobledger_occurrences{status,kind}                gauge   (collector)
+    jobledger_occurrences{status,kind}                gauge   (collector: each counted up
+                                                               to COUNT_CAP)
+    jobledger_occurrences_capped{status,kind}         gauge   (collector: 1 where it stopped)
     jobledger_oldest_due_age_seconds{kind}            gauge   (collector)
     jobledger_store_kinds{state}                      gauge   (collector: shown|folded)
     jobledger_leases_held{owner}                      gauge   (collector)
@@ -77,7 +79,7 @@ from .durations import ms_from_timedelta
 from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
-from .models import DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
+from .models import COUNT_CAP, DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
 from .planning.queue_stats import QUEUE_FAMILIES, queue_series
 from .store.base import Store
 from .store.operations.adjudication import MAX_CASES
@@ -288,7 +290,9 @@ class PrometheusObserver(Observer):
 class StoreCollector(Collector):
     """Reads ``store`` at every scrape (through the :class:`~jobledger.Store` protocol only).
 
-    Costs per scrape: ``count_occurrences`` (one grouped count), ``oldest_due``,
+    Costs per scrape: ``count_occurrences`` (each kind and status counted up to
+    :data:`~jobledger.models.COUNT_CAP`; ``jobledger_occurrences_capped`` marks the series that
+    stopped there), ``oldest_due``,
     ``lease_holders``, ``list_workers`` and ``schema_info``. A worker is *active* when it has not
     stopped and was seen within ``stale_after`` (default 60 s, six default heartbeats). When the
     store cannot be read, ``jobledger_store_up`` is 0 and the other families are left out.
@@ -386,6 +390,12 @@ class StoreCollector(Collector):
                 "Occurrences whose outcome is unknown, waiting for an operator's decision "
                 f"(SPEC §9; counted up to {MAX_CASES}).",
             ),
+            GaugeMetricFamily(
+                "jobledger_occurrences_capped",
+                f"1 where jobledger_occurrences stopped counting at {COUNT_CAP} for a kind "
+                "(the true number is at least the value); absent elsewhere.",
+                labels=["status", "kind"],
+            ),
         ]
 
     def shown_kinds(self, counts: dict[tuple[str, str], int]) -> list[str]:
@@ -409,14 +419,19 @@ class StoreCollector(Collector):
         return sorted(ranked[: self.max_kinds])
 
     def _fill(self, families: list[GaugeMetricFamily]) -> None:
-        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build, cases = families
+        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build, cases, capped = (
+            families
+        )
         store = self.store
         now = store.now()
         counts: dict[tuple[str, str], int] = {}
         kinds: set[str] = set()
-        for row in store.count_occurrences():
+        bounded: set[tuple[str, str]] = set()
+        for row in store.count_occurrences(cap=COUNT_CAP):
             counts[(row.status, row.kind)] = counts.get((row.status, row.kind), 0) + row.count
             kinds.add(row.kind)
+            if row.capped:
+                bounded.add((row.status, row.kind))
         shown = self.shown_kinds(counts)
         shown_set = set(shown)
         folded = kinds - shown_set
@@ -425,6 +440,8 @@ class StoreCollector(Collector):
         for kind in shown:
             for status in OCCURRENCE_STATUSES:
                 occurrences.add_metric([status, kind], counts.get((status, kind), 0))
+                if (status, kind) in bounded:
+                    capped.add_metric([status, kind], 1)
         if folded:
             other = dict.fromkeys(OCCURRENCE_STATUSES, 0)
             for (status, kind), count in counts.items():
@@ -432,6 +449,8 @@ class StoreCollector(Collector):
                     other[status] = other.get(status, 0) + count
             for status, count in other.items():
                 occurrences.add_metric([status, OTHER_KIND], count)
+            for status in sorted({s for s, k in bounded if k not in shown_set}):
+                capped.add_metric([status, OTHER_KIND], 1)
         due = {item.kind: item.due_at for item in store.oldest_due()}
         for kind in shown:
             oldest.add_metric([kind], max(0, now - due[kind]) / 1000 if kind in due else 0.0)

@@ -25,6 +25,7 @@ from .plans import (
 )
 from .queues import DEPTH_CAP, MIN_RATE_WINDOW, OccurrenceGate, Queue, QueueDepth, Rate
 from .records import (
+    COUNT_CAP,
     UNSET,
     WORKER_STALE_AFTER,
     AuditRecord,
@@ -53,6 +54,7 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
+    "COUNT_CAP",
     "DEFAULT_DUE_LIMIT",
     "DEPTH_CAP",
     "MAX_DUE_LIMIT",

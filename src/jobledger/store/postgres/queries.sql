@@ -343,3 +343,40 @@ FROM (
 WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
 RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
           occurrences.updated_at
+
+-- ===========================================================================================
+-- operator reads and prune (store/operations/listing.py, admin.py): rows by seq, and a prune
+-- batch's deletes, one statement per table for the whole batch (:seqs, an array).
+
+-- name: occurrences_by_seqs
+SELECT * FROM occurrences WHERE seq = ANY(%(seqs)s::bigint[]) ORDER BY seq DESC
+
+-- name: delete_keys_of_seqs
+-- A key is removed with the occurrence it names (a later enqueue of the key makes a new one).
+DELETE FROM jobledger_keys AS k
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND k.occurrence_id = o.occurrence_id
+
+-- name: delete_dependencies_of_seqs
+DELETE FROM jobledger_dependencies WHERE parent_seq = ANY(%(seqs)s::bigint[])
+
+-- name: delete_dependents_of_seqs
+DELETE FROM jobledger_dependencies WHERE child_seq = ANY(%(seqs)s::bigint[])
+
+-- name: delete_adjudications_of_seqs
+DELETE FROM jobledger_adjudications AS a
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND a.occurrence_id = o.occurrence_id
+
+-- name: delete_requeues_of_seqs
+DELETE FROM jobledger_requeues AS r
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND r.occurrence_id = o.occurrence_id
+
+-- name: delete_events_of_seqs
+DELETE FROM events AS e
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND e.occurrence_id = o.occurrence_id
+
+-- name: delete_occurrences_of_seqs
+DELETE FROM occurrences WHERE seq = ANY(%(seqs)s::bigint[])

@@ -358,3 +358,44 @@ FROM (
 WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
 RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
           occurrences.updated_at
+
+-- ===========================================================================================
+-- operator reads and prune (store/operations/listing.py, admin.py): rows by seq, and a prune
+-- batch's deletes, one statement per table for the whole batch (:seqs, a JSON array).
+
+-- name: occurrences_by_seqs
+SELECT * FROM occurrences WHERE seq IN (SELECT value FROM json_each(:seqs)) ORDER BY seq DESC
+
+-- name: delete_keys_of_seqs
+-- A key is removed with the occurrence it names (a later enqueue of the key makes a new one).
+DELETE FROM jobledger_keys
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_dependencies_of_seqs
+DELETE FROM jobledger_dependencies WHERE parent_seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: delete_dependents_of_seqs
+DELETE FROM jobledger_dependencies WHERE child_seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: delete_adjudications_of_seqs
+DELETE FROM jobledger_adjudications
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_requeues_of_seqs
+DELETE FROM jobledger_requeues
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_events_of_seqs
+DELETE FROM events
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_occurrences_of_seqs
+DELETE FROM occurrences WHERE seq IN (SELECT value FROM json_each(:seqs))

@@ -285,7 +285,16 @@ _V4_INDEXES = (
     "scheduler_events_job",
     "scheduler_events_occurrence",
 )
-_V5_INDEXES = (*_V4_INDEXES,)
+_V5_INDEXES = tuple(
+    sorted(
+        (
+            *_V4_INDEXES,
+            "jobledger_keys_occurrence",
+            "jobledger_occurrences_dead_letters",
+            "jobledger_occurrences_dead_letters_job",
+        )
+    )
+)
 INDEXES: dict[int, tuple[str, ...]] = {
     1: _V1_INDEXES,
     2: _V2_INDEXES,

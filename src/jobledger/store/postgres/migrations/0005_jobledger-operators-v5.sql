@@ -3,3 +3,19 @@
 -- schema.
 
 ALTER TABLE occurrences ADD COLUMN started_at BIGINT CHECK (started_at IS NULL OR started_at >= 0);
+
+-- Operator reads and prune at any size: see the SQLite rung's section of the same name (seq is
+-- named at the end of each listing index, as PostgreSQL does not add it).
+DROP INDEX jobledger_occurrences_status;
+CREATE INDEX jobledger_occurrences_status ON occurrences (status, kind, seq);
+DROP INDEX jobledger_occurrences_kind;
+CREATE INDEX jobledger_occurrences_kind ON occurrences (kind, seq);
+DROP INDEX jobledger_occurrences_job;
+CREATE INDEX jobledger_occurrences_job ON occurrences (job_id, seq);
+CREATE INDEX jobledger_occurrences_dead_letters
+  ON occurrences (settled_at DESC, occurrence_id)
+  WHERE status = 'dead_letter';
+CREATE INDEX jobledger_occurrences_dead_letters_job
+  ON occurrences (job_id, settled_at DESC, occurrence_id)
+  WHERE status = 'dead_letter';
+CREATE INDEX jobledger_keys_occurrence ON jobledger_keys (occurrence_id);
