@@ -793,16 +793,6 @@ SELECT seq, queue, partition_key, status, gate FROM occurrences
 WHERE occurrence_id = :occurrence_id
 
 
--- name: due_waiting
--- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
--- operator's "what is due" (oldest_due) counts them as well.
-SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
-FROM occurrences
-WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
-  AND available_at <= :now
-ORDER BY available_at
-LIMIT :limit
-
 -- ===========================================================================================
 -- queue depths (operators' read model: CLI `queue`, dashboard, metrics, explain); every read
 -- is bounded by :cap rows or by the number of queues

@@ -380,3 +380,13 @@ WHERE o.seq = ANY(%(seqs)s::bigint[]) AND e.occurrence_id = o.occurrence_id
 
 -- name: delete_occurrences_of_seqs
 DELETE FROM occurrences WHERE seq = ANY(%(seqs)s::bigint[])
+
+-- name: due_waiting
+-- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
+-- operator's "what is due" (oldest_due) counts them as well.
+SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
+FROM occurrences
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  AND available_at <= %(now)s
+ORDER BY available_at
+LIMIT %(limit)s

@@ -399,3 +399,14 @@ WHERE occurrence_id IN (
 
 -- name: delete_occurrences_of_seqs
 DELETE FROM occurrences WHERE seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: due_waiting
+-- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
+-- operator's "what is due" (oldest_due) counts them as well. Pinned to the waiting index: the
+-- planner would otherwise take the status index and sort every queued row.
+SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
+FROM occurrences INDEXED BY jobledger_occurrences_waiting
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  AND available_at <= :now
+ORDER BY available_at
+LIMIT :limit
