@@ -138,8 +138,13 @@ def build(target: str, n: int, jobs: int, settled_pct: int) -> float:
             conn.execute("SET search_path TO jobledger")
             for first in range(1, n + 1, CHUNK):
                 last = min(n, first + CHUNK - 1)
-                params = {"first": first, "last": last, "t0": t0, "jobs": jobs,
-                          "settled_pct": settled_pct}
+                params = {
+                    "first": first,
+                    "last": last,
+                    "t0": t0,
+                    "jobs": jobs,
+                    "settled_pct": settled_pct,
+                }
                 conn.execute(PG_ROWS, params)
                 conn.execute(PG_EVENTS, params)
                 print(f"  {last:,} rows, {time.perf_counter() - started:.0f} s", flush=True)
@@ -151,8 +156,13 @@ def build(target: str, n: int, jobs: int, settled_pct: int) -> float:
         conn.execute("PRAGMA synchronous=OFF")
         for first in range(1, n + 1, CHUNK):
             last = min(n, first + CHUNK - 1)
-            params = {"first": first, "last": last, "t0": t0, "jobs": jobs,
-                      "settled_pct": settled_pct}
+            params = {
+                "first": first,
+                "last": last,
+                "t0": t0,
+                "jobs": jobs,
+                "settled_pct": settled_pct,
+            }
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(SQLITE_ROWS, params)
             conn.execute(SQLITE_EVENTS, params)
@@ -169,14 +179,17 @@ def cli_commands() -> list[tuple[str, list[str]]]:
         ("stats", ["stats"]),
         ("occurrence list", ["occurrence", "list"]),
         ("occurrence list --status queued", ["occurrence", "list", "--status", "queued"]),
-        ("occurrence list --status dead_letter",
-         ["occurrence", "list", "--status", "dead_letter"]),
+        ("occurrence list --status dead_letter", ["occurrence", "list", "--status", "dead_letter"]),
         ("occurrence list --kind", ["occurrence", "list", "--kind", "bench-kind-007"]),
-        ("occurrence list --kind --status succeeded",
-         ["occurrence", "list", "--kind", "bench-kind-007", "--status", "succeeded"]),
+        (
+            "occurrence list --kind --status succeeded",
+            ["occurrence", "list", "--kind", "bench-kind-007", "--status", "succeeded"],
+        ),
         ("occurrence list --job", ["occurrence", "list", "--job", job]),
-        ("occurrence list --job --status dead_letter",
-         ["occurrence", "list", "--job", job, "--status", "dead_letter"]),
+        (
+            "occurrence list --job --status dead_letter",
+            ["occurrence", "list", "--job", job, "--status", "dead_letter"],
+        ),
         ("occurrence list page 2", ["occurrence", "list", "--cursor", "{cursor}"]),
         ("dead-letter list", ["dead-letter", "list"]),
         ("dead-letter list --job", ["dead-letter", "list", "--job", job]),
@@ -196,8 +209,10 @@ def pages() -> list[tuple[str, str]]:
         ("/occurrences", "/occurrences"),
         ("/occurrences?status=dead_letter", "/occurrences?status=dead_letter"),
         ("/occurrences?kind=…", "/occurrences?kind=bench-kind-007"),
-        ("/occurrences?status=succeeded&kind=…",
-         "/occurrences?status=succeeded&kind=bench-kind-007"),
+        (
+            "/occurrences?status=succeeded&kind=…",
+            "/occurrences?status=succeeded&kind=bench-kind-007",
+        ),
         ("/jobs", "/jobs"),
         ("/jobs/<id>", f"/jobs/{job}"),
         ("/dead-letters", "/dead-letters"),
@@ -214,12 +229,14 @@ def time_cli(target: str, runs: int) -> dict[str, float]:
     )
     cursor = json.loads(first.stdout)["nextCursor"]
     results: dict[str, float] = {}
-    for name, argv in cli_commands():
-        argv = [cursor if part == "{cursor}" else part for part in argv]
+    for name, command in cli_commands():
+        argv = [cursor if part == "{cursor}" else part for part in command]
         samples = []
         for _ in range(runs):
             started = time.perf_counter()
-            done = subprocess.run([exe, *argv], env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [exe, *argv], env=env, capture_output=True, text=True, check=False
+            )
             samples.append(time.perf_counter() - started)
             if done.returncode != 0:
                 raise SystemExit(f"{name}: exit {done.returncode}\n{done.stderr}")
@@ -298,8 +315,11 @@ def main() -> None:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             for suffix in ("", "-wal", "-shm"):
                 Path(target + suffix).unlink(missing_ok=True)
-    out: dict[str, Any] = {"target": "postgres" if args.postgres else "sqlite", "n": args.n,
-                           "load": os.getloadavg()}
+    out: dict[str, Any] = {
+        "target": "postgres" if args.postgres else "sqlite",
+        "n": args.n,
+        "load": os.getloadavg(),
+    }
     if not args.reuse:
         seconds = build(target, args.n, args.jobs, args.settled_pct)
         out["build_seconds"] = seconds

@@ -228,16 +228,6 @@ WHERE job_id = :job_id AND trigger_key = :trigger_key
 ORDER BY created_at, occurrence_id
 LIMIT :limit
 
--- name: list_dead_letters
--- Most recently settled first, through the partial index of dead letters (no other row is in
--- it): a page is one backward range of it however much other history the table holds.
-SELECT * FROM occurrences WHERE status = 'dead_letter'
-ORDER BY settled_at DESC, occurrence_id LIMIT :limit
-
--- name: list_dead_letters_by_job
-SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = :job_id
-ORDER BY settled_at DESC, occurrence_id LIMIT :limit
-
 -- name: parents_of
 SELECT p.occurrence_id FROM jobledger_dependencies AS d
 JOIN occurrences AS p ON p.seq = d.parent_seq
@@ -300,19 +290,13 @@ LIMIT :limit
 
 -- Listing pages go newest first by seq (insertion order; the rowid on SQLite, an identity on
 -- PostgreSQL) below :before_seq (the cursor; a value above every seq for the first page), each
--- one backward range of an index that ends in seq. A status alone is read kind by kind
--- (store/operations/listing.py merges them); a job with a status or kind filter is a bounded
+-- one backward range of an index that ends in seq. A status alone is read kind by kind, and a
+-- kind alone status by status (store/operations/listing.py merges them); a job with a status or kind filter is a bounded
 -- walk of the job's newest rows.
 
 -- name: list_occurrences_all
 SELECT * FROM occurrences
 WHERE seq < :before_seq
-ORDER BY seq DESC
-LIMIT :limit
-
--- name: list_occurrences_by_kind
-SELECT * FROM occurrences
-WHERE kind = :kind AND seq < :before_seq
 ORDER BY seq DESC
 LIMIT :limit
 
@@ -383,13 +367,6 @@ GROUP BY kind, status
 -- name: count_occurrences_of_job
 SELECT kind, status, COUNT(*) AS n FROM occurrences WHERE job_id = :job_id
 GROUP BY kind, status
-
--- name: lease_holders
-SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
-       MAX(lease_expires_at) AS latest_expiry
-FROM occurrences WHERE status = 'running'
-GROUP BY lease_owner
-ORDER BY lease_owner
 
 -- name: running_of_owner
 SELECT occurrence_id, job_id, fence, lease_expires_at FROM occurrences
@@ -817,18 +794,6 @@ WHERE occurrence_id = :occurrence_id
 -- The first read of a succeeded occurrence's result (retention keeps unread results).
 UPDATE occurrences SET result_read_at = :now
 WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at IS NULL
-
--- name: adjudication_candidates
--- Outcome-unknown dead letters without a decision, most recently settled first along the
--- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
--- '_' matches any character).
-SELECT * FROM occurrences o
-WHERE o.status = 'dead_letter'
-  AND o.last_error_json LIKE :code_pattern
-  AND NOT EXISTS (
-    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
-ORDER BY o.settled_at DESC, o.occurrence_id
-LIMIT :limit
 
 -- name: get_adjudication
 SELECT * FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id

@@ -3,8 +3,8 @@
 Pages go newest first by ``seq`` (insertion order: SQLite's rowid, PostgreSQL's identity), and
 every page is a backward range of an index that ends in ``seq``, below the cursor:
 
-* no filter: the primary key; ``kind``: the kind index; ``status`` and ``kind``: the status
-  index (status, kind, seq);
+* no filter: the primary key; ``status`` and ``kind``: the status index (status, kind, seq);
+* ``kind`` alone: the status index status by status (seven ranges), merged;
 * ``status`` alone: the status index kind by kind — the kinds in that status are found by a
   skip scan (one probe per kind), each gives at most one page of its newest rows, and the
   newest of those make the page: the work grows with the kinds in that status, not the rows;
@@ -82,7 +82,7 @@ class ListingOperations(OperationsBase):
             elif kind_filter is not None and wanted is not None:
                 rows = tx.all("list_occurrences_by_status_kind", params)
             elif kind_filter is not None:
-                rows = tx.all("list_occurrences_by_kind", params)
+                rows = self._kind_rows(tx, params)
             elif wanted is not None:
                 rows = self._status_rows(tx, params)
             else:
@@ -100,6 +100,16 @@ class ListingOperations(OperationsBase):
         seqs: list[int] = []
         for row in tx.all("kinds_in_status", {"status": params["status"]}):
             found = tx.all("seqs_by_status_kind", {**params, "kind": row["kind"]})
+            seqs.extend(int(item["seq"]) for item in found)
+        seqs.sort(reverse=True)
+        return _by_seqs(tx, seqs[: params["limit"]])
+
+    def _kind_rows(self, tx: Tx, params: dict[str, Any]) -> list[Row]:
+        """The newest ``limit`` rows of one kind: per status, its newest ``limit`` seqs of the
+        kind (one range of the status index each, seven at most), merged."""
+        seqs: list[int] = []
+        for status in contract.OCCURRENCE_STATUSES:
+            found = tx.all("seqs_by_status_kind", {**params, "status": status})
             seqs.extend(int(item["seq"]) for item in found)
         seqs.sort(reverse=True)
         return _by_seqs(tx, seqs[: params["limit"]])

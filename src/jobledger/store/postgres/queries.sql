@@ -390,3 +390,33 @@ WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
   AND available_at <= %(now)s
 ORDER BY available_at
 LIMIT %(limit)s
+
+
+-- name: list_dead_letters
+-- Most recently settled first, through the partial index of dead letters (no other row is in
+-- it): a page is one backward range of it however much other history the table holds.
+SELECT * FROM occurrences WHERE status = 'dead_letter'
+ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
+
+-- name: list_dead_letters_by_job
+SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = %(job_id)s
+ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, most recently settled first along the
+-- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
+-- '_' matches any character).
+SELECT * FROM occurrences o
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE %(code_pattern)s
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.settled_at DESC, o.occurrence_id
+LIMIT %(limit)s
+
+-- name: lease_holders
+SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
+       MAX(lease_expires_at) AS latest_expiry
+FROM occurrences WHERE status = 'running'
+GROUP BY lease_owner
+ORDER BY lease_owner

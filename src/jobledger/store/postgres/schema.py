@@ -265,7 +265,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "4691b5d69cd115f9f703c30154640cd20adf7e39bac1d913150ea34633847a2d",
+        5: "f7659165643f51133cc5d1baf81212d41f3f4c80aa8968c84b8c7a747d77ecf9",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -410,3 +410,37 @@ WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
   AND available_at <= :now
 ORDER BY available_at
 LIMIT :limit
+
+-- Operator reads pinned to their index (the planner would take the status index and sort).
+
+-- name: list_dead_letters
+-- Most recently settled first, through the partial index of dead letters (no other row is in
+-- it): a page is one backward range of it however much other history the table holds.
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_dead_letters
+WHERE status = 'dead_letter'
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: list_dead_letters_by_job
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_dead_letters_job
+WHERE status = 'dead_letter' AND job_id = :job_id
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, most recently settled first along the
+-- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
+-- '_' matches any character).
+SELECT * FROM occurrences o INDEXED BY jobledger_occurrences_dead_letters
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE :code_pattern
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.settled_at DESC, o.occurrence_id
+LIMIT :limit
+
+-- name: lease_holders
+SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
+       MAX(lease_expires_at) AS latest_expiry
+FROM occurrences INDEXED BY jobledger_occurrences_running
+WHERE status = 'running'
+GROUP BY lease_owner
+ORDER BY lease_owner

@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
         3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
         4: "1e895b44dc93ec723cace9c031358a427fa817a6632f9f0c17b57aa1284fc510",
-        5: "3a3145ca007119edc0b130295ba7472aeae2e395020f348a9ecfb2f657f3f32c",
+        5: "5299de6cceaab8361645f5f1e3d70ba5473a9f29ed4c68a8b19d36f9daf12b5e",
     },
     tables={version: tuple(columns) for version, columns in COLUMNS.items()},
 )

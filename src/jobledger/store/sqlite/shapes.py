@@ -288,7 +288,7 @@ _V4_INDEXES = (
 _V5_INDEXES = tuple(
     sorted(
         (
-            *_V4_INDEXES,
+            *(name for name in _V4_INDEXES if name != "jobledger_occurrences_kind"),
             "jobledger_keys_occurrence",
             "jobledger_occurrences_dead_letters",
             "jobledger_occurrences_dead_letters_job",
