@@ -18,7 +18,7 @@ from ...models import (
     WorkerRecord,
 )
 from .. import inputs, rows
-from ..tx import Tx
+from ..tx import Row, Tx
 from .base import OperationsBase
 
 __all__ = ["AdminOperations"]
@@ -30,6 +30,9 @@ MAX_PRUNE_BATCH = 5_000
 MAX_DUE_WAITING = 1_000
 # Above every seq: a prune's walk leaves a kind by moving past its last possible row.
 _PAST_EVERY_SEQ = 2**62
+# A prune batch looks at this many times its size in rows at most (rows settled after the
+# cutoff are passed over).
+_SCANS_PER_BATCH = 4
 
 
 class AdminOperations(OperationsBase):
@@ -94,25 +97,24 @@ class AdminOperations(OperationsBase):
                     at=position,
                 )
                 removed, moved = self._write(batch)
+                if removed["occurrences"]:
+                    batches += 1
+                    by_status[status] += removed["occurrences"]
+                    totals.update(removed)
+                    if on_batch is not None:
+                        on_batch(
+                            PruneReport(
+                                before=cutoff,
+                                occurrences=removed["occurrences"],
+                                events=removed["events"],
+                                requeues=removed["requeues"],
+                                batches=1,
+                                by_status={status: removed["occurrences"]},
+                            )
+                        )
                 if moved is None:
                     break
                 position = moved
-                if not removed["occurrences"]:
-                    continue
-                batches += 1
-                by_status[status] += removed["occurrences"]
-                totals.update(removed)
-                if on_batch is not None:
-                    on_batch(
-                        PruneReport(
-                            before=cutoff,
-                            occurrences=removed["occurrences"],
-                            events=removed["events"],
-                            requeues=removed["requeues"],
-                            batches=1,
-                            by_status={status: removed["occurrences"]},
-                        )
-                    )
 
         def tidy(tx: Tx) -> None:
             tx.run("prune_throughput", {"before": cutoff})
@@ -131,32 +133,43 @@ class AdminOperations(OperationsBase):
     def _prune_batch(
         self, tx: Tx, *, status: str, cutoff: int, actor: str, size: int, at: tuple[str, int]
     ) -> tuple[dict[str, int], tuple[str, int] | None]:
-        """One batch: the next ``size`` rows of ``status`` along its index after ``at`` (kind,
-        seq), and of those the ones settled before ``cutoff`` deleted with everything that
-        points at them — one statement per table for the whole batch. Returns what it removed
-        and where the walk goes on (``None``: at the end). A kind is left once a row of it was
-        created at or after the cutoff: a kind's rows come in insertion order, so the rest of
-        it is newer still (a later prune takes what settles before its own cutoff)."""
+        """One batch: up to ``size`` rows of ``status`` settled before ``cutoff``, found along
+        the status index after ``at`` (kind, seq) — looking at no more than
+        ``_SCANS_PER_BATCH * size`` rows — deleted with everything that points at them, one
+        statement per table for the whole batch. Returns what it removed and where the walk
+        goes on (``None``: at the end). A kind is left once a row of it was created at or after
+        the cutoff: a kind's rows come in insertion order, so the rest of it is newer still (a
+        later prune takes what settles before its own cutoff)."""
         now = tx.now()
         nothing = {"occurrences": 0, "events": 0, "requeues": 0}
-        scanned = tx.all(
-            "prunable_scan",
-            {"status": status, "after_kind": at[0], "after_seq": at[1], "limit": size},
-        )
-        if not scanned:
-            return nothing, None
-        last = scanned[-1]
-        done: set[str] = set()
-        found = []
-        for row in scanned:
-            if row["kind"] in done:
-                continue
-            if int(row["created_at"]) >= cutoff:
-                done.add(row["kind"])
-                continue
-            if row["settled_at"] is not None and int(row["settled_at"]) < cutoff:
-                found.append(row)
-        moved = (last["kind"], _PAST_EVERY_SEQ if last["kind"] in done else int(last["seq"]))
+        found: list[Row] = []
+        moved: tuple[str, int] | None = at
+        looked = 0
+        while moved is not None and len(found) < size and looked < _SCANS_PER_BATCH * size:
+            scanned = tx.all(
+                "prunable_scan",
+                {
+                    "status": status,
+                    "after_kind": moved[0],
+                    "after_seq": moved[1],
+                    "limit": size - len(found),
+                },
+            )
+            if not scanned:
+                moved = None
+                break
+            looked += len(scanned)
+            done: set[str] = set()
+            for row in scanned:
+                if row["kind"] in done:
+                    continue
+                if int(row["created_at"]) >= cutoff:
+                    done.add(row["kind"])
+                    continue
+                if row["settled_at"] is not None and int(row["settled_at"]) < cutoff:
+                    found.append(row)
+            last = scanned[-1]
+            moved = (last["kind"], _PAST_EVERY_SEQ if last["kind"] in done else int(last["seq"]))
         if not found:
             return nothing, moved
         seqs = {"seqs": tx.id_list([int(row["seq"]) for row in found])}
