@@ -710,14 +710,6 @@ UPDATE occurrences SET gate = 1
 WHERE queue = :queue AND partition_key IS NOT NULL
   AND status IN ('queued', 'retry_wait') AND gate = 2
 
--- name: count_running_in_queue
--- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
-SELECT COUNT(*) AS n FROM (
-  SELECT 1 FROM occurrences
-  WHERE queue = :queue AND status = 'running'
-  LIMIT :cap
-) AS running
-
 -- name: count_running_of_owner_in_queue
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences

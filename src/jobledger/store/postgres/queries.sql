@@ -420,3 +420,11 @@ SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
 FROM occurrences WHERE status = 'running'
 GROUP BY lease_owner
 ORDER BY lease_owner
+
+-- name: count_running_in_queue
+-- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = %(queue)s AND status = 'running'
+  LIMIT %(cap)s
+) AS running

@@ -444,3 +444,12 @@ FROM occurrences INDEXED BY jobledger_occurrences_running
 WHERE status = 'running'
 GROUP BY lease_owner
 ORDER BY lease_owner
+
+-- name: count_running_in_queue
+-- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
+-- Pinned: without statistics SQLite would take the status index (status, kind).
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences INDEXED BY jobledger_occurrences_running
+  WHERE queue = :queue AND status = 'running'
+  LIMIT :cap
+) AS running
