@@ -146,6 +146,18 @@ WHERE (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
 ORDER BY event_id DESC
 LIMIT :limit
 
+-- name: history_page_by_job
+-- The same, for one job: its events in the job index's order (scheduler_events_job), never a
+-- walk of the whole log filtered by job.
+SELECT * FROM events
+WHERE job_id = :job_id
+  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
+  AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
+  AND (CAST(:before_id AS BIGINT) IS NULL OR event_id < :before_id)
+  AND (CAST(:after_id AS BIGINT) IS NULL OR event_id > :after_id)
+ORDER BY event_id DESC
+LIMIT :limit
+
 -- name: history_after
 SELECT * FROM events
 WHERE event_id > :after_id

@@ -444,7 +444,8 @@ class OccurrenceOperations(OperationsBase):
             # Following the log forwards: oldest first, so a tail can resume from the last id.
             found = self._read(lambda tx: tx.all("history_after", params))
         else:
-            found = self._read(lambda tx: tx.all("history_page", params))
+            query = "history_page" if params["job_id"] is None else "history_page_by_job"
+            found = self._read(lambda tx: tx.all(query, params))
         return [rows.event_from_row(row) for row in found]
 
 
