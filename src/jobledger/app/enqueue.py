@@ -115,7 +115,11 @@ class EnqueueMethods(TransactionMethods):
             )
             if conn is not None:
                 [occurrence] = self._enqueue_in_transaction(conn, [request])
-            elif request.once_per_trigger or request.after or request.on_parent_failure is not None:
+            elif (
+                request.once_per_trigger
+                or request.after
+                or request.on_parent_failure is not None
+            ):
                 [occurrence] = self.store.enqueue_batch([request])
             else:
                 occurrence = self.store.enqueue_occurrence(
@@ -219,6 +223,7 @@ class EnqueueMethods(TransactionMethods):
                 sending.sent(occurrences)
             return occurrences
 
+
     @staticmethod
     def _many_items(
         payloads: Iterable[Any],
@@ -287,7 +292,6 @@ class EnqueueMethods(TransactionMethods):
                 )
             )
         return requests
-
 
 def _parent_ids(after: Sequence[Occurrence | str] | None) -> tuple[str, ...]:
     """The occurrence ids of ``after`` (occurrences or ids; SPEC §10)."""

@@ -140,3 +140,4 @@ class PostgresTx:
     def now(self) -> int:
         """The injected clock, else the database clock read when this transaction began."""
         return validate_clock_reading(self._db_now if self._clock is None else self._clock())
+
