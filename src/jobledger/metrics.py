@@ -30,7 +30,8 @@ Series (Prometheus naming: one ``jobledger_`` prefix, base units, ``_total`` on 
     jobledger_planner_lag_seconds                     histogram (now − slot, at enqueue)
     jobledger_planner_enqueued_total{kind}            counter
     jobledger_planner_skipped_runs_total              counter
-    jobledger_occurrences{status,kind}                gauge   (collector)
+    jobledger_occurrences{status,kind}                gauge   (collector: up to COUNT_CAP)
+    jobledger_occurrences_capped{status,kind}         gauge   (collector: 1 where it stopped)
     jobledger_oldest_due_age_seconds{kind}            gauge   (collector)
     jobledger_store_kinds{state}                      gauge   (collector: shown|folded)
     jobledger_leases_held{owner}                      gauge   (collector)
@@ -72,13 +73,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .contract import LIVE_STATUSES, OCCURRENCE_STATUSES
+from .contract import LIVE_STATUSES
 from .durations import ms_from_timedelta
 from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
-from .models import DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
-from .planning.queue_stats import QUEUE_FAMILIES, queue_series
+from .models import COUNT_CAP, DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
+from .planning.queue_stats import QUEUE_FAMILIES, kind_series, queue_series
 from .store.base import Store
 from .store.operations.adjudication import MAX_CASES
 from .version import __version__
@@ -288,10 +289,10 @@ class PrometheusObserver(Observer):
 class StoreCollector(Collector):
     """Reads ``store`` at every scrape (through the :class:`~jobledger.Store` protocol only).
 
-    Costs per scrape: ``count_occurrences`` (one grouped count), ``oldest_due``,
-    ``lease_holders``, ``list_workers`` and ``schema_info``. A worker is *active* when it has not
-    stopped and was seen within ``stale_after`` (default 60 s, six default heartbeats). When the
-    store cannot be read, ``jobledger_store_up`` is 0 and the other families are left out.
+    Costs per scrape: ``count_occurrences`` (up to :data:`~jobledger.models.COUNT_CAP` per kind
+    and status), ``oldest_due``, ``lease_holders``, ``list_workers`` and ``schema_info``. A
+    worker is *active* when it has not stopped and was seen within ``stale_after`` (default
+    60 s). When the store cannot be read, ``jobledger_store_up`` is 0 and nothing else is sent.
 
     Per-kind series are bounded (:meth:`shown_kinds`): a kind has its own while it has live work
     or dead letters, for at most ``max_kinds`` kinds; the rest are summed into
@@ -386,6 +387,11 @@ class StoreCollector(Collector):
                 "Occurrences whose outcome is unknown, waiting for an operator's decision "
                 f"(SPEC §9; counted up to {MAX_CASES}).",
             ),
+            GaugeMetricFamily(
+                "jobledger_occurrences_capped",
+                f"1 where jobledger_occurrences stopped at {COUNT_CAP}: at least that many.",
+                labels=["status", "kind"],
+            ),
         ]
 
     def shown_kinds(self, counts: dict[tuple[str, str], int]) -> list[str]:
@@ -409,29 +415,23 @@ class StoreCollector(Collector):
         return sorted(ranked[: self.max_kinds])
 
     def _fill(self, families: list[GaugeMetricFamily]) -> None:
-        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build, cases = families
+        occurrences, oldest, kinds_family, leases, workers, _up, *queues, build, cases, capped = (
+            families
+        )
         store = self.store
         now = store.now()
-        counts: dict[tuple[str, str], int] = {}
-        kinds: set[str] = set()
-        for row in store.count_occurrences():
-            counts[(row.status, row.kind)] = counts.get((row.status, row.kind), 0) + row.count
-            kinds.add(row.kind)
+        rows = store.count_occurrences(cap=COUNT_CAP)  # one row per (kind, status)
+        counts = {(row.status, row.kind): row.count for row in rows}
+        kinds = {row.kind for row in rows}
         shown = self.shown_kinds(counts)
         shown_set = set(shown)
         folded = kinds - shown_set
-        # Every status of every shown kind, zeros included, so an alert on a status that has
-        # never happened yet reads 0 instead of nothing; the rest summed into "other".
-        for kind in shown:
-            for status in OCCURRENCE_STATUSES:
-                occurrences.add_metric([status, kind], counts.get((status, kind), 0))
-        if folded:
-            other = dict.fromkeys(OCCURRENCE_STATUSES, 0)
-            for (status, kind), count in counts.items():
-                if kind not in shown_set:
-                    other[status] = other.get(status, 0) + count
-            for status, count in other.items():
-                occurrences.add_metric([status, OTHER_KIND], count)
+        bounded = {(row.status, row.kind) for row in rows if row.capped}
+        values, marks = kind_series(counts, bounded, shown, other=OTHER_KIND)
+        for labels, value in values:
+            occurrences.add_metric(labels, value)
+        for labels in marks:
+            capped.add_metric(labels, 1)
         due = {item.kind: item.due_at for item in store.oldest_due()}
         for kind in shown:
             oldest.add_metric([kind], max(0, now - due[kind]) / 1000 if kind in due else 0.0)

@@ -141,3 +141,33 @@ def test_stats_on_an_empty_store(cli):
     assert document["oldestDue"] == [] and document["workers"] == []
     text = cli.ok("stats").out
     assert "nothing is due" in text and "no live leases" in text and "nothing settled" in text
+
+
+def test_stats_and_job_show_mark_capped_counts(cli, monkeypatch):
+    """Counts stop at COUNT_CAP: a count that reached it reads "≥n" (text) and is listed under
+    occurrences.capped (--json); the job's counts say they are of its newest occurrences."""
+    from jobledger.cli import jobs, stats
+
+    monkeypatch.setattr(stats, "COUNT_CAP", 2)
+    monkeypatch.setattr(jobs, "COUNT_CAP", 2)
+    with cli.open() as store:
+        store.create_job(id="sms", kind="sms", authority=AUTHORITY)
+        store.create_job(id="mail", kind="email", authority=AUTHORITY)
+        for key in ("a", "b", "c"):
+            store.enqueue_occurrence(job_id="sms", scheduled_for=0, trigger_key=key)
+        store.enqueue_occurrence(job_id="mail", scheduled_for=0, trigger_key="a")
+    document = cli.json("stats")
+    assert document["occurrences"]["cap"] == 2
+    assert document["occurrences"]["capped"] == {"sms": ["queued"]}
+    assert document["occurrences"]["byKind"]["sms"]["queued"] == 2
+    assert document["occurrences"]["byKind"]["email"]["queued"] == 1
+    text = cli.ok("stats").out
+    assert "each counted up to 2" in text
+    sms = next(line for line in text.splitlines() if line.startswith("sms"))
+    assert "≥2" in sms
+    email = next(line for line in text.splitlines() if line.startswith("email"))
+    assert "≥" not in email
+    shown = cli.json("job", "show", "sms")
+    assert shown["occurrencesCapped"] is True and shown["occurrences"] == {"queued": 2}
+    assert "queued ≥2 (of its newest 2)" in cli.ok("job", "show", "sms").out
+    assert cli.json("job", "show", "mail")["occurrencesCapped"] is False

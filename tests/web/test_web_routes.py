@@ -48,6 +48,28 @@ def test_overview_counts_match_the_store(client, store):
     assert re.search(r"<b data-testid=\"hour-settled\">(\d+)</b>", html)
 
 
+def test_capped_counts_read_at_least(client, store, monkeypatch):
+    """Counts stop at COUNT_CAP; the overview and the dead-letter page mark a stopped count."""
+    from jobledger.web import pages, views
+
+    monkeypatch.setattr(views, "COUNT_CAP", 1)
+    monkeypatch.setattr(pages, "COUNT_CAP", 1)
+    html = client.get("/").text
+    capped = [row for row in store.count_occurrences(cap=1) if row.capped]
+    assert capped
+    for row in capped:
+        assert re.search(
+            rf'data-kind="{re.escape(row.kind)}" data-status="{row.status}">(?:<a [^>]*>)?≥1<',
+            html,
+        ), (row.kind, row.status)
+    dead = client.get("/dead-letters").text
+    total = sum(1 for row in store.count_occurrences() if row.status == "dead_letter")
+    shown = re.search(r'data-testid="dead-total">([^<]*)<', dead)
+    assert shown is not None
+    # each kind's dead letters counted up to 1: the total is a lower bound once there are any
+    assert total and shown[1].startswith("≥") and int(shown[1][1:]) <= total
+
+
 def test_every_read_route_answers(client, store, made):
     occurrence = made.dead_letters[0]
     for path in (

@@ -13,10 +13,10 @@ from typing import Any
 
 from ..contract import PRUNABLE_STATUSES
 from ..errors import MigrationRequired, SchedulerError, StoreNotFound
-from ..models import SchemaInfo
+from ..models import PruneReport, SchemaInfo
 from ..store import Store
 from ..store.migrations import LATEST_VERSION, SchemaOutcome
-from ..store.operations.admin import MAX_PRUNE_BATCH
+from ..store.operations.admin import DEFAULT_PRUNE_BATCH, MAX_PRUNE_BATCH
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json
@@ -107,8 +107,8 @@ def register(subparsers: Any) -> None:
         "--batch-size",
         metavar="N",
         type=int_within(1, MAX_PRUNE_BATCH),
-        default=500,
-        help=f"occurrences per transaction, 1..{MAX_PRUNE_BATCH} (default: 500)",
+        default=DEFAULT_PRUNE_BATCH,
+        help=f"occurrences per transaction, 1..{MAX_PRUNE_BATCH} (default: {DEFAULT_PRUNE_BATCH})",
     )
     prune.set_defaults(handler=run_prune)
 
@@ -304,28 +304,30 @@ def run_prune(ctx: Context, args: argparse.Namespace) -> int:
         )
         totals: Counter[str] = Counter()
         by_status: Counter[str] = Counter()
-        batches = 0
-        # One batch per call, so progress can be shown and Ctrl-C stops between batches (each
-        # batch is its own transaction with its own audit record).
-        while True:
-            report = store.prune(
-                before=before,
-                actor=ctx.actor,
-                statuses=statuses,
-                batch_size=args.batch_size,
-                max_batches=1,
-            )
-            if not report.occurrences:
-                break
-            batches += report.batches
+
+        # Progress per batch; Ctrl-C stops between batches (each batch is its own transaction
+        # with its own audit record).
+        def progress(report: PruneReport) -> None:
             totals.update(
-                occurrences=report.occurrences, events=report.events, requeues=report.requeues
+                batches=1,
+                occurrences=report.occurrences,
+                events=report.events,
+                requeues=report.requeues,
             )
             by_status.update(report.by_status)
             ctx.note(
-                f"batch {batches}: {report.occurrences} occurrence(s), {report.events} event(s) "
-                f"— {totals['occurrences']} so far"
+                f"batch {totals['batches']}: {report.occurrences} occurrence(s), "
+                f"{report.events} event(s) — {totals['occurrences']} so far"
             )
+
+        store.prune(
+            before=before,
+            actor=ctx.actor,
+            statuses=statuses,
+            batch_size=args.batch_size,
+            on_batch=progress,
+        )
+        batches = totals["batches"]
     document = {
         "before": iso_utc(before),
         "actor": ctx.actor,

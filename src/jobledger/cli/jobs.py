@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import contract
 from ..errors import NotFound
-from ..models import UNSET, Job
+from ..models import COUNT_CAP, UNSET, Job
 from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
 from .context import Context
@@ -181,18 +181,24 @@ def _get_job(store: Store, job_id: str) -> Job:
     return job
 
 
-def _counts(store: Store, job_id: str) -> dict[str, int]:
+def _counts(store: Store, job_id: str, cap: int | None = None) -> tuple[dict[str, int], bool]:
+    """The job's occurrences per status, and whether they are lower bounds (with ``cap``: the
+    counts of its newest ``cap`` occurrences, all lower bounds when it has that many)."""
     counts: dict[str, int] = {}
-    for row in store.count_occurrences(job_id=job_id):
+    capped = False
+    for row in store.count_occurrences(job_id=job_id, cap=cap):
         counts[row.status] = counts.get(row.status, 0) + row.count
-    return counts
+        capped = capped or row.capped
+    return counts, capped
 
 
 def _pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _job_text(ctx: Context, job: Job, counts: dict[str, int] | None = None) -> str:
+def _job_text(
+    ctx: Context, job: Job, counts: dict[str, int] | None = None, capped: bool = False
+) -> str:
     lines = [
         f"job:          {job.id}",
         f"kind:         {job.kind}",
@@ -212,7 +218,10 @@ def _job_text(ctx: Context, job: Job, counts: dict[str, int] | None = None) -> s
             "operator changes it, or the app's declaration of it changes)"
         )
     if counts is not None:
-        shown = ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "none"
+        mark = "≥" if capped else ""
+        shown = ", ".join(f"{status} {mark}{n}" for status, n in sorted(counts.items())) or "none"
+        if capped:
+            shown += f" (of its newest {COUNT_CAP})"
         lines.append(f"occurrences:  {shown}")
     return "\n".join(lines)
 
@@ -259,9 +268,9 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
 def run_show(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         job = _get_job(store, args.job_id)
-        counts = _counts(store, job.id)
-    document = {"job": job_json(job), "occurrences": counts}
-    ctx.emit(document, lambda: _job_text(ctx, job, counts))
+        counts, capped = _counts(store, job.id, COUNT_CAP)
+    document = {"job": job_json(job), "occurrences": counts, "occurrencesCapped": capped}
+    ctx.emit(document, lambda: _job_text(ctx, job, counts, capped))
     return 0
 
 
@@ -397,7 +406,7 @@ def run_toggle(ctx: Context, args: argparse.Namespace) -> int:
 def run_remove(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         job = _get_job(store, args.job_id)
-        counts = _counts(store, job.id)
+        counts, _ = _counts(store, job.id)
         live = sum(counts.get(status, 0) for status in contract.LIVE_STATUSES)
         if not live:  # with live occurrences the store refuses: no point asking first
             settled = sum(counts.values())

@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
         help="occurrences, newest first, filtered by status, job and kind",
         description=(
             "List occurrences, newest first, filtered by --status, --job and --kind (combined).\n"
-            "A full page ends with the cursor of the next one (--cursor; `nextCursor` in --json)."
+            "A page that may have more after it ends with the cursor of the next one (--cursor;\n"
+            "`nextCursor` in --json). With --job and a --status or --kind filter each page looks\n"
+            "at up to 10,000 of the job's occurrences, so a page may be short yet have more."
         ),
     )
     listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")

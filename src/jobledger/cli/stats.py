@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..contract import OCCURRENCE_STATUSES
+from ..models import COUNT_CAP
 from .context import Context
 from .parsing import add_command, duration_within, timedelta_ms
 from .table import Column, render_table
@@ -47,7 +48,7 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
     with ctx.open_store() as store:
         now = store.now()
         target = store.target
-        counts = store.count_occurrences()
+        counts = store.count_occurrences(cap=COUNT_CAP)
         due = store.oldest_due()
         holders = store.lease_holders()
         workers = store.list_workers()
@@ -56,9 +57,23 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
 
     by_kind: dict[str, Counter[str]] = defaultdict(Counter)
     by_status: Counter[str] = Counter()
+    # Each (kind, status) is counted up to COUNT_CAP: a count that reached it (and any total
+    # over it) is a lower bound, shown as "≥ n".
+    capped: dict[str, set[str]] = defaultdict(set)
     for row in counts:
         by_kind[row.kind][row.status] += row.count
         by_status[row.status] += row.count
+        if row.capped:
+            capped[row.kind].add(row.status)
+    capped_statuses = set().union(*capped.values()) if capped else set()
+
+    def shown(kind: str | None, status: str) -> str:
+        if kind is None:
+            value, bound = by_status[status], status in capped_statuses
+        else:
+            value, bound = by_kind[kind][status], status in capped[kind]
+        return f"≥{value}" if bound else str(value)
+
     per_minute: dict[int, Counter[str]] = defaultdict(Counter)
     totals: Counter[str] = Counter()
     for bucket in buckets:
@@ -83,6 +98,8 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
                 kind: {status: by_kind[kind][status] for status in OCCURRENCE_STATUSES}
                 for kind in sorted(by_kind)
             },
+            "cap": COUNT_CAP,
+            "capped": {kind: sorted(capped[kind]) for kind in sorted(capped)},
         },
         "oldestDue": [
             {
@@ -144,13 +161,12 @@ def run_stats(ctx: Context, args: argparse.Namespace) -> int:
         columns = [Column("KIND", max_width=32)] + [
             Column(status.upper(), align="right") for status in statuses
         ]
-        rows = [
-            [kind] + [str(by_kind[kind][status]) for status in statuses] for kind in sorted(by_kind)
-        ]
+        rows = [[kind] + [shown(kind, status) for status in statuses] for kind in sorted(by_kind)]
         if len(rows) > 1:
-            rows.append(["(all)"] + [str(by_status[status]) for status in statuses])
+            rows.append(["(all)"] + [shown(None, status) for status in statuses])
+        counted = f" (each counted up to {COUNT_CAP}: ≥ marks more)" if capped else ""
         sections.append(
-            "occurrences by kind and status\n"
+            f"occurrences by kind and status{counted}\n"
             + (render_table(columns, rows, width=ctx.width, color=ctx.color) if rows else "  none")
         )
         if due:

@@ -33,6 +33,7 @@ from .queues import (
     Rate,
 )
 from .records import (
+    COUNT_CAP,
     UNSET,
     WORKER_STALE_AFTER,
     AuditRecord,
@@ -61,6 +62,7 @@ from .records import (
 from .runs import Outcome, RunResult, RunStatus
 
 __all__ = [
+    "COUNT_CAP",
     "DEFAULT_DUE_LIMIT",
     "DEPTH_CAP",
     "MAX_DUE_LIMIT",

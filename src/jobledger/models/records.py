@@ -30,6 +30,7 @@ from ..errors import InvalidArgument
 from .times import UtcTime, UtcTimeOrNone
 
 __all__ = [
+    "COUNT_CAP",
     "UNSET",
     "WORKER_STALE_AFTER",
     "AuditRecord",
@@ -418,13 +419,20 @@ class OccurrencePage:
     next_cursor: str | None
 
 
+# What operators' reads (the CLI, the dashboard, /metrics) count each (kind, status) up to.
+COUNT_CAP = 1_000
+
+
 @dataclass(frozen=True, slots=True)
 class OccurrenceCount:
-    """How many occurrences of ``kind`` are in ``status``."""
+    """How many occurrences of ``kind`` are in ``status``; ``capped``: the count stopped at the
+    cap it was asked with (:meth:`~jobledger.Store.count_occurrences`), and the true number is
+    at least ``count``."""
 
     kind: str
     status: str
     count: int
+    capped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..contract import OCCURRENCE_STATUSES
 from ..models import QueueDepth
 
-__all__ = ["HELD_REASONS", "OTHER_QUEUE", "QUEUE_FAMILIES", "QueueSeries", "queue_series"]
+__all__ = [
+    "HELD_REASONS",
+    "OTHER_QUEUE",
+    "QUEUE_FAMILIES",
+    "QueueSeries",
+    "kind_series",
+    "queue_series",
+]
 
 OTHER_QUEUE: Final = "other"
 HELD_REASONS: Final = ("partition", "paused", "concurrency", "rate")
@@ -120,3 +128,32 @@ def queue_series(depths: Sequence[QueueDepth], max_queues: int) -> QueueSeries:
                 if rate is not None:
                     series.limits[(label, limit)] = rate.limit
     return series
+
+
+def kind_series(
+    counts: dict[tuple[str, str], int],
+    capped: set[tuple[str, str]],
+    shown: Sequence[str],
+    *,
+    other: str,
+) -> tuple[list[tuple[list[str], int]], list[list[str]]]:
+    """``jobledger_occurrences`` samples from ``{(status, kind): count}``: every status of every
+    ``shown`` kind, zeros included (an alert on a status that never happened reads 0, not
+    nothing), the rest summed into ``other``; and the ``[status, kind]`` labels whose count is
+    a lower bound (``capped``: it stopped at the cap; ``other``'s when a folded kind's did)."""
+    values: list[tuple[list[str], int]] = []
+    marks: list[list[str]] = []
+    wanted = set(shown)
+    for kind in shown:
+        for status in OCCURRENCE_STATUSES:
+            values.append(([status, kind], counts.get((status, kind), 0)))
+            if (status, kind) in capped:
+                marks.append([status, kind])
+    if any(kind not in wanted for _, kind in counts):
+        folded = dict.fromkeys(OCCURRENCE_STATUSES, 0)
+        for (status, kind), count in counts.items():
+            if kind not in wanted:
+                folded[status] = folded.get(status, 0) + count
+        values.extend(([status, other], count) for status, count in folded.items())
+        marks.extend([s, other] for s in sorted({s for s, k in capped if k not in wanted}))
+    return values, marks

@@ -18,6 +18,7 @@ from .operations import (
     FlowOperations,
     JobOperations,
     LeaseOperations,
+    ListingOperations,
     QueueOperations,
     ResultOperations,
     ScheduleOperations,
@@ -28,6 +29,7 @@ __all__ = ["LedgerStore", "Row", "Tx", "WorkSignal", "validate_clock_reading"]
 
 
 class LedgerStore(
+    ListingOperations,
     JobOperations,
     CallerTxOperations,
     ClaimOperations,

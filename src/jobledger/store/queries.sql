@@ -173,6 +173,18 @@ WHERE (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
 ORDER BY event_id DESC
 LIMIT :limit
 
+-- name: history_page_by_job
+-- The same, for one job: its events in the job index's order (scheduler_events_job), never a
+-- walk of the whole log filtered by job.
+SELECT * FROM events
+WHERE job_id = :job_id
+  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
+  AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
+  AND (CAST(:before_id AS BIGINT) IS NULL OR event_id < :before_id)
+  AND (CAST(:after_id AS BIGINT) IS NULL OR event_id > :after_id)
+ORDER BY event_id DESC
+LIMIT :limit
+
 -- name: history_after
 SELECT * FROM events
 WHERE event_id > :after_id
@@ -254,17 +266,6 @@ SELECT * FROM occurrences
 WHERE job_id = :job_id AND trigger_key = :trigger_key
 ORDER BY created_at, occurrence_id
 LIMIT :limit
-
--- name: list_dead_letters
-SELECT * FROM occurrences WHERE status = 'dead_letter'
-ORDER BY settled_at DESC, occurrence_id LIMIT :limit
-
--- name: list_dead_letters_by_job
-SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = :job_id
-ORDER BY settled_at DESC, occurrence_id LIMIT :limit
-
--- Listing pages newest first by (created_at, seq); the cursor is the last row's created_at and
--- id (the id's seq is looked up: cursor_seq).
 
 -- name: parents_of
 SELECT p.occurrence_id FROM jobledger_dependencies AS d
@@ -359,54 +360,85 @@ WHERE d.parent_seq = :seq
 ORDER BY c.seq
 LIMIT :limit
 
--- name: list_occurrences_by_status
+-- Listing pages go newest first by seq (insertion order; the rowid on SQLite, an identity on
+-- PostgreSQL) below :before_seq (the cursor; a value above every seq for the first page), each
+-- one backward range of an index that ends in seq. A status alone is read kind by kind, and a
+-- kind alone status by status (store/operations/listing.py merges them); a job with a status or kind filter is a bounded
+-- walk of the job's newest rows.
+
+-- name: list_occurrences_all
 SELECT * FROM occurrences
-WHERE status = :status
-  AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
-  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND seq < :cursor_seq))
-ORDER BY created_at DESC, seq DESC
+WHERE seq < :before_seq
+ORDER BY seq DESC
 LIMIT :limit
 
--- name: list_occurrences_by_kind
+-- name: list_occurrences_by_status_kind
 SELECT * FROM occurrences
-WHERE kind = :kind
-  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
-  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND seq < :cursor_seq))
-ORDER BY created_at DESC, seq DESC
+WHERE status = :status AND kind = :kind AND seq < :before_seq
+ORDER BY seq DESC
 LIMIT :limit
 
 -- name: list_occurrences_by_job
 SELECT * FROM occurrences
-WHERE job_id = :job_id
-  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
-  AND (CAST(:kind AS TEXT) IS NULL OR kind = :kind)
-  AND (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND seq < :cursor_seq))
-ORDER BY created_at DESC, seq DESC
+WHERE job_id = :job_id AND seq < :before_seq
+ORDER BY seq DESC
 LIMIT :limit
 
--- name: list_occurrences_all
-SELECT * FROM occurrences
-WHERE (CAST(:cursor_at AS BIGINT) IS NULL OR created_at < :cursor_at
-       OR (created_at = :cursor_at AND seq < :cursor_seq))
-ORDER BY created_at DESC, seq DESC
+-- name: seqs_by_status_kind
+SELECT seq FROM occurrences
+WHERE status = :status AND kind = :kind AND seq < :before_seq
+ORDER BY seq DESC
 LIMIT :limit
+
+-- name: job_rows_scan
+-- The job's newest :limit rows below the cursor, with what a status or kind filter needs.
+SELECT seq, status, kind FROM occurrences
+WHERE job_id = :job_id AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: kinds_in_status
+-- The kinds that have rows in :status, one probe of the status index (status, kind) per kind:
+-- a skip scan, never a walk of the rows.
+WITH RECURSIVE kinds(kind) AS (
+  SELECT (SELECT MIN(kind) FROM occurrences WHERE status = :status)
+  UNION ALL
+  SELECT (SELECT MIN(o.kind) FROM occurrences AS o WHERE o.status = :status AND o.kind > kinds.kind)
+  FROM kinds WHERE kinds.kind IS NOT NULL
+)
+SELECT kind FROM kinds WHERE kind IS NOT NULL
+
+-- name: count_status_by_kind
+-- Per kind in :status, its rows counted up to :cap: a skip scan of the status index, and one
+-- bounded range of it per kind (a count that reached :cap is a lower bound).
+WITH RECURSIVE kinds(kind) AS (
+  SELECT (SELECT MIN(kind) FROM occurrences WHERE status = :status)
+  UNION ALL
+  SELECT (SELECT MIN(o.kind) FROM occurrences AS o WHERE o.status = :status AND o.kind > kinds.kind)
+  FROM kinds WHERE kinds.kind IS NOT NULL
+)
+SELECT kind, (
+  SELECT COUNT(*) FROM (
+    SELECT 1 FROM occurrences AS c WHERE c.status = :status AND c.kind = kinds.kind LIMIT :cap
+  ) AS capped
+) AS n
+FROM kinds WHERE kind IS NOT NULL
 
 -- name: count_occurrences
-SELECT kind, status, COUNT(*) AS n FROM occurrences GROUP BY kind, status
+-- Exact counts (Store.count_occurrences without a cap): every entry of the status index, read
+-- in its order (no table access, no sort).
+SELECT status, kind, COUNT(*) AS n FROM occurrences GROUP BY status, kind
+
+-- name: count_recent_of_job
+-- A job's newest :cap rows, counted per (kind, status): the bounded count of one job.
+SELECT kind, status, COUNT(*) AS n FROM (
+  SELECT kind, status FROM occurrences WHERE job_id = :job_id ORDER BY seq DESC LIMIT :cap
+) AS recent
+GROUP BY kind, status
 
 -- name: count_occurrences_of_job
 SELECT kind, status, COUNT(*) AS n FROM occurrences WHERE job_id = :job_id
 GROUP BY kind, status
-
--- name: lease_holders
-SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
-       MAX(lease_expires_at) AS latest_expiry
-FROM occurrences WHERE status = 'running'
-GROUP BY lease_owner
-ORDER BY lease_owner
 
 -- name: running_of_owner
 SELECT occurrence_id, job_id, fence, lease_expires_at FROM occurrences
@@ -595,32 +627,14 @@ ORDER BY minute, kind
 -- ===========================================================================================
 -- retention
 
--- name: select_prunable
--- Terminal occurrences settled before the cutoff. created_at <= settled_at, so the status index
--- can range on created_at; settled_at is checked per row.
-SELECT seq, occurrence_id, job_id, trigger_key, status FROM occurrences
-WHERE status = :status AND created_at < :before AND settled_at < :before
-ORDER BY created_at, seq
+-- name: prunable_scan
+-- The next :limit rows in :status after the cursor (kind, seq), in the status index's order
+-- (a range of it: no sort); the caller keeps those settled before the cutoff. The deletes of a
+-- batch are in the dialect files (delete_*_of_seqs): one statement per table for the batch.
+SELECT seq, occurrence_id, job_id, kind, created_at, settled_at FROM occurrences
+WHERE status = :status AND (kind, seq) > (:after_kind, :after_seq)
+ORDER BY kind, seq
 LIMIT :limit
-
--- name: delete_key_of_occurrence
-DELETE FROM jobledger_keys
-WHERE job_id = :job_id AND trigger_key = :trigger_key AND occurrence_id = :occurrence_id
-
--- name: delete_dependencies_of_occurrence
-DELETE FROM jobledger_dependencies WHERE parent_seq = :seq OR child_seq = :seq
-
--- name: delete_adjudication_of_occurrence
-DELETE FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id
-
--- name: delete_requeues_of_occurrence
-DELETE FROM jobledger_requeues WHERE occurrence_id = :occurrence_id
-
--- name: delete_events_of_occurrence
-DELETE FROM events WHERE occurrence_id = :occurrence_id
-
--- name: delete_occurrence
-DELETE FROM occurrences WHERE occurrence_id = :occurrence_id
 
 -- name: prune_throughput
 DELETE FROM jobledger_throughput WHERE minute < :before
@@ -785,14 +799,6 @@ UPDATE occurrences SET gate = 1
 WHERE queue = :queue AND partition_key IS NOT NULL
   AND status IN ('queued', 'retry_wait') AND gate = 2
 
--- name: count_running_in_queue
--- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
-SELECT COUNT(*) AS n FROM (
-  SELECT 1 FROM occurrences
-  WHERE queue = :queue AND status = 'running'
-  LIMIT :cap
-) AS running
-
 -- name: count_running_of_owner_in_queue
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences
@@ -845,16 +851,6 @@ SELECT seq, queue, partition_key, status, gate FROM occurrences
 WHERE occurrence_id = :occurrence_id
 
 
--- name: due_waiting
--- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
--- operator's "what is due" (oldest_due) counts them as well.
-SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
-FROM occurrences
-WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
-  AND available_at <= :now
-ORDER BY available_at
-LIMIT :limit
-
 -- ===========================================================================================
 -- queue depths (operators' read model: CLI `queue`, dashboard, metrics, explain); every read
 -- is bounded by :cap rows or by the number of queues
@@ -879,17 +875,6 @@ WHERE occurrence_id = :occurrence_id
 -- The first read of a succeeded occurrence's result (retention keeps unread results).
 UPDATE occurrences SET result_read_at = :now
 WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at IS NULL
-
--- name: adjudication_candidates
--- Outcome-unknown dead letters without a decision, newest first along the status index; the
--- error code is checked exactly by the caller (LIKE only narrows: '_' matches any character).
-SELECT * FROM occurrences o
-WHERE o.status = 'dead_letter'
-  AND o.last_error_json LIKE :code_pattern
-  AND NOT EXISTS (
-    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
-ORDER BY o.created_at DESC, o.seq DESC
-LIMIT :limit
 
 -- name: get_adjudication
 SELECT * FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id

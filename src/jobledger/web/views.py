@@ -18,6 +18,7 @@ from markupsafe import Markup
 from ..contract import LIVE_STATUSES, OCCURRENCE_STATUSES
 from ..errors import NotFound, SchedulerError
 from ..models import (
+    COUNT_CAP,
     WORKER_STALE_AFTER,
     DueItem,
     Event,
@@ -98,6 +99,26 @@ class Overview:
     kind_count: int = 0  # every kind with occurrences
     more_counts: dict[str, int] = field(default_factory=dict)  # by status, kinds without a row
     more_due: int = 0  # kinds with due work left out of oldest_due
+    # (kind, status) counts that stopped at COUNT_CAP: the true number is at least the count.
+    capped: frozenset[tuple[str, str]] = frozenset()
+
+    @property
+    def capped_statuses(self) -> frozenset[str]:
+        """Statuses whose total is a lower bound (a kind's count in it reached the cap)."""
+        return frozenset(status for _, status in self.capped)
+
+    def at_least(self, kind: str | None, status: str | None = None) -> str:
+        """ "≥" before a count that is a lower bound: a kind's in a status, a status's total
+        (``kind=None``), a kind's row total (``status=None``) or the grand total (neither)."""
+        if kind is None and status is None:
+            bound = bool(self.capped)
+        elif kind is None:
+            bound = status in self.capped_statuses
+        elif status is None:
+            bound = any(k == kind for k, _ in self.capped)
+        else:
+            bound = (kind, status) in self.capped
+        return "≥" if bound else ""
 
     @property
     def more_kinds(self) -> int:
@@ -143,8 +164,11 @@ def shown_kinds(counts: dict[tuple[str, str], int], limit: int = KINDS_SHOWN) ->
 def overview(store: Store) -> Overview:
     now = store.now()
     counts: dict[tuple[str, str], int] = {}
-    for row in store.count_occurrences():
+    capped: set[tuple[str, str]] = set()
+    for row in store.count_occurrences(cap=COUNT_CAP):
         counts[(row.kind, row.status)] = counts.get((row.kind, row.status), 0) + row.count
+        if row.capped:
+            capped.add((row.kind, row.status))
     kinds = shown_kinds(counts)
     shown = set(kinds)
     totals = dict.fromkeys(STATUSES, 0)
@@ -184,6 +208,7 @@ def overview(store: Store) -> Overview:
         kind_count=len({kind for kind, _ in counts}),
         more_counts=more,
         more_due=max(0, len(due) - OLDEST_DUE_SHOWN),
+        capped=frozenset(capped),
     )
 
 

@@ -16,6 +16,7 @@ from .depths import DepthOperations
 from .flows import FlowOperations
 from .jobs import JobOperations
 from .leases import LeaseOperations
+from .listing import ListingOperations
 from .occurrences import OccurrenceOperations
 from .queues import QueueOperations
 from .results import ResultOperations
@@ -31,6 +32,7 @@ __all__ = [
     "JobMeta",
     "JobOperations",
     "LeaseOperations",
+    "ListingOperations",
     "OccurrenceOperations",
     "OperationsBase",
     "QueueOperations",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ... import contract
@@ -17,16 +18,21 @@ from ...models import (
     WorkerRecord,
 )
 from .. import inputs, rows
-from ..tx import Tx
+from ..tx import Row, Tx
 from .base import OperationsBase
 
 __all__ = ["AdminOperations"]
 
-DEFAULT_PRUNE_BATCH = 500
+DEFAULT_PRUNE_BATCH = 2_000
 MAX_PRUNE_BATCH = 5_000
 # Due waiting rows oldest_due reads (a claim promotes them in batches; more is a backlog the
 # lanes' ready rows already show).
 MAX_DUE_WAITING = 1_000
+# Above every seq: a prune's walk leaves a kind by moving past its last possible row.
+_PAST_EVERY_SEQ = 2**62
+# A prune batch looks at this many times its size in rows at most (rows settled after the
+# cutoff are passed over).
+_SCANS_PER_BATCH = 4
 
 
 class AdminOperations(OperationsBase):
@@ -42,9 +48,15 @@ class AdminOperations(OperationsBase):
         statuses: Sequence[str] = contract.PRUNABLE_STATUSES,
         batch_size: int = DEFAULT_PRUNE_BATCH,
         max_batches: int | None = None,
+        on_batch: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """Delete settled occurrences (settled before ``before``), their events and requeue
         records, in batches of ``batch_size``, each batch its own transaction.
+
+        A batch walks the next ``batch_size`` rows of the status along the status index
+        (status, kind, seq) and deletes those settled before ``before`` with everything that
+        points at them, one statement per table for the whole batch. ``on_batch`` (if given)
+        sees each batch's own report after its commit (progress; raising stops the prune there).
 
         Live occurrences are never touched. Every batch writes, in the same transaction, an
         audit record (``action="pruned"``, with the actor and what it removed), so no deletion
@@ -73,17 +85,36 @@ class AdminOperations(OperationsBase):
         batches = 0
         for status in wanted:
             assert status is not None
-
-            def batch(tx: Tx, status: str = status) -> dict[str, int]:
-                return self._prune_batch(tx, status, cutoff, who, size)
-
+            # Where the walk of this status's index stands: (kind, seq) of the last row looked at.
+            position: tuple[str, int] = ("", 0)
             while max_batches is None or batches < max_batches:
-                removed = self._write(batch)
-                if not removed["occurrences"]:
+                batch = functools.partial(
+                    self._prune_batch,
+                    status=status,
+                    cutoff=cutoff,
+                    actor=who,
+                    size=size,
+                    at=position,
+                )
+                removed, moved = self._write(batch)
+                if removed["occurrences"]:
+                    batches += 1
+                    by_status[status] += removed["occurrences"]
+                    totals.update(removed)
+                    if on_batch is not None:
+                        on_batch(
+                            PruneReport(
+                                before=cutoff,
+                                occurrences=removed["occurrences"],
+                                events=removed["events"],
+                                requeues=removed["requeues"],
+                                batches=1,
+                                by_status={status: removed["occurrences"]},
+                            )
+                        )
+                if moved is None:
                     break
-                batches += 1
-                by_status[status] += removed["occurrences"]
-                totals.update(removed)
+                position = moved
 
         def tidy(tx: Tx) -> None:
             tx.run("prune_throughput", {"before": cutoff})
@@ -100,27 +131,55 @@ class AdminOperations(OperationsBase):
         )
 
     def _prune_batch(
-        self, tx: Tx, status: str, cutoff: int, actor: str, size: int
-    ) -> dict[str, int]:
+        self, tx: Tx, *, status: str, cutoff: int, actor: str, size: int, at: tuple[str, int]
+    ) -> tuple[dict[str, int], tuple[str, int] | None]:
+        """One batch: up to ``size`` rows of ``status`` settled before ``cutoff``, found along
+        the status index after ``at`` (kind, seq) — looking at no more than
+        ``_SCANS_PER_BATCH * size`` rows — deleted with everything that points at them, one
+        statement per table for the whole batch. Returns what it removed and where the walk
+        goes on (``None``: at the end). A kind is left once a row of it was created at or after
+        the cutoff: a kind's rows come in insertion order, so the rest of it is newer still (a
+        later prune takes what settles before its own cutoff)."""
         now = tx.now()
-        found = tx.all("select_prunable", {"status": status, "before": cutoff, "limit": size})
-        if not found:
-            return {"occurrences": 0, "events": 0, "requeues": 0}
-        ids = [{"occurrence_id": row["occurrence_id"]} for row in found]
-        for row in found:
-            tx.run(
-                "delete_key_of_occurrence",
+        nothing = {"occurrences": 0, "events": 0, "requeues": 0}
+        found: list[Row] = []
+        moved: tuple[str, int] | None = at
+        looked = 0
+        while moved is not None and len(found) < size and looked < _SCANS_PER_BATCH * size:
+            scanned = tx.all(
+                "prunable_scan",
                 {
-                    "job_id": row["job_id"],
-                    "trigger_key": row["trigger_key"],
-                    "occurrence_id": row["occurrence_id"],
+                    "status": status,
+                    "after_kind": moved[0],
+                    "after_seq": moved[1],
+                    "limit": size - len(found),
                 },
             )
-            tx.run("delete_dependencies_of_occurrence", {"seq": row["seq"]})
-            tx.run("delete_adjudication_of_occurrence", {"occurrence_id": row["occurrence_id"]})
-        requeues = sum(tx.run("delete_requeues_of_occurrence", item) for item in ids)
-        events = sum(tx.run("delete_events_of_occurrence", item) for item in ids)
-        occurrences = sum(tx.run("delete_occurrence", item) for item in ids)
+            if not scanned:
+                moved = None
+                break
+            looked += len(scanned)
+            done: set[str] = set()
+            for row in scanned:
+                if row["kind"] in done:
+                    continue
+                if int(row["created_at"]) >= cutoff:
+                    done.add(row["kind"])
+                    continue
+                if row["settled_at"] is not None and int(row["settled_at"]) < cutoff:
+                    found.append(row)
+            last = scanned[-1]
+            moved = (last["kind"], _PAST_EVERY_SEQ if last["kind"] in done else int(last["seq"]))
+        if not found:
+            return nothing, moved
+        seqs = {"seqs": tx.id_list([int(row["seq"]) for row in found])}
+        tx.run("delete_keys_of_seqs", seqs)
+        tx.run("delete_dependencies_of_seqs", seqs)
+        tx.run("delete_dependents_of_seqs", seqs)
+        tx.run("delete_adjudications_of_seqs", seqs)
+        requeues = tx.run("delete_requeues_of_seqs", seqs)
+        events = tx.run("delete_events_of_seqs", seqs)
+        occurrences = tx.run("delete_occurrences_of_seqs", seqs)
         jobs = Counter(row["job_id"] for row in found)
         self._audit(
             tx,
@@ -137,7 +196,7 @@ class AdminOperations(OperationsBase):
                 "jobs": dict(sorted(jobs.items())),
             },
         )
-        return {"occurrences": occurrences, "events": events, "requeues": requeues}
+        return {"occurrences": occurrences, "events": events, "requeues": requeues}, moved
 
     def audit_log(self, *, before_id: int | None = None, limit: int = 50) -> list[AuditRecord]:
         """Operator records (removed jobs, prunes), newest first."""

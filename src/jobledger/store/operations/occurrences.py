@@ -16,7 +16,7 @@ from ...errors import (
     JobDisabled,
     NotFound,
 )
-from ...models import UNSET, EnqueueRequest, Event, Occurrence, OccurrenceCount, OccurrencePage
+from ...models import UNSET, EnqueueRequest, Event, Occurrence
 from .. import inputs, rows
 from ..tx import Row, Tx
 from . import dependencies
@@ -397,64 +397,6 @@ class OccurrenceOperations(OperationsBase):
             lambda tx: self._occurrences(tx, tx.all("list_occurrences_by_trigger", params))
         )
 
-    def list_occurrences(
-        self,
-        *,
-        status: str | None = None,
-        job_id: str | None = None,
-        kind: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> OccurrencePage:
-        self._assert_open()
-        wanted = inputs.normalize_status(status)
-        job = inputs.normalize_optional_identifier(job_id, "jobId")
-        kind_filter = inputs.normalize_optional_identifier(kind, "kind", 128)
-        bounded = inputs.normalize_page_limit(limit)
-        cursor_at, cursor_id = _parse_cursor(cursor)
-        params: dict[str, Any] = {
-            "status": wanted,
-            "job_id": job,
-            "kind": kind_filter,
-            "limit": bounded + 1,
-            "cursor_at": cursor_at,
-            "cursor_seq": None,
-        }
-        if job is not None:
-            query = "list_occurrences_by_job"
-        elif kind_filter is not None:
-            query = "list_occurrences_by_kind"
-        elif wanted is not None:
-            query = "list_occurrences_by_status"
-        else:
-            query = "list_occurrences_all"
-
-        def body(tx: Tx) -> tuple[list[Occurrence], bool]:
-            if cursor_id is not None:
-                at = tx.one("seq_of_occurrence", {"occurrence_id": cursor_id})
-                # A cursor whose occurrence was pruned meanwhile still pages on from its instant.
-                params["cursor_seq"] = 0 if at is None else int(at["seq"])
-            found = tx.all(query, params)
-            return self._occurrences(tx, found[:bounded]), len(found) > bounded
-
-        page, more = self._read(body)
-        items = tuple(page)
-        next_cursor = None
-        if more:
-            last = items[-1]
-            next_cursor = f"{last.created_at}.{last.id}"
-        return OccurrencePage(items, next_cursor)
-
-    def count_occurrences(self, *, job_id: str | None = None) -> list[OccurrenceCount]:
-        self._assert_open()
-        job = inputs.normalize_optional_identifier(job_id, "jobId")
-        if job is None:
-            found = self._read(lambda tx: tx.all("count_occurrences"))
-        else:
-            found = self._read(lambda tx: tx.all("count_occurrences_of_job", {"job_id": job}))
-        counts = [OccurrenceCount(row["kind"], row["status"], int(row["n"])) for row in found]
-        return sorted(counts, key=lambda c: (c.kind, c.status))
-
     def history(
         self,
         *,
@@ -502,20 +444,9 @@ class OccurrenceOperations(OperationsBase):
             # Following the log forwards: oldest first, so a tail can resume from the last id.
             found = self._read(lambda tx: tx.all("history_after", params))
         else:
-            found = self._read(lambda tx: tx.all("history_page", params))
+            query = "history_page" if params["job_id"] is None else "history_page_by_job"
+            found = self._read(lambda tx: tx.all(query, params))
         return [rows.event_from_row(row) for row in found]
-
-    def list_dead_letters(
-        self, *, job_id: str | None = None, limit: int = contract.DEFAULT_HISTORY_LIMIT
-    ) -> list[Occurrence]:
-        self._assert_open()
-        bounded = contract.normalize_history_limit(limit)
-        job = inputs.normalize_optional_identifier(job_id, "jobId")
-        params: dict[str, Any] = {"limit": bounded}
-        query = "list_dead_letters"
-        if job is not None:
-            query, params["job_id"] = "list_dead_letters_by_job", job
-        return self._read(lambda tx: self._occurrences(tx, tx.all(query, params)))
 
 
 AMBIGUOUS_SHOWN = 5
@@ -568,20 +499,3 @@ def _event_id(value: object, field: str) -> int:
     if not isinstance(value, int) or not contract.is_safe_int(value) or value < 0:
         raise InvalidArgument(f"{field} must be a non-negative event id")
     return value
-
-
-# "<created_at ms>.occ_<hex>", as list_occurrences returns it.
-_CURSOR = re.compile(r"([0-9]{1,16})\.(occ_[0-9a-f]+)")
-
-
-def _parse_cursor(cursor: object) -> tuple[int | None, str | None]:
-    if cursor is None:
-        return None, None
-    if not isinstance(cursor, str):
-        raise InvalidArgument("cursor must be a string from a previous page")
-    found = _CURSOR.fullmatch(cursor)
-    if found is None:
-        raise InvalidArgument(
-            "cursor is not one a previous page returned", details={"field": "cursor"}
-        )
-    return int(found[1]), found[2]

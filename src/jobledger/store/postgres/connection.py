@@ -394,8 +394,9 @@ def begin_sql(schema: str, *, read_only: bool, planner: tuple[str, ...] = ()) ->
     (or a look-up by key), and without statistics — a never-analysed table after a bulk load is
     normal — the planner would otherwise read every expired lease through a bitmap, or the whole
     table, and sort them to take the first few. Both stay possible where no index applies
-    (the settings only make them the last resort); migrations, which read whole tables, do not
-    take them.
+    (the settings only make them the last resort); the store's read transactions take them too
+    (operators' pages and capped counts are index ranges as well); migrations, which read whole
+    tables, do not take them.
     """
     mode = "ISOLATION LEVEL REPEATABLE READ, READ ONLY" if read_only else "READ WRITE"
     settings = "".join(f"SET LOCAL {setting}; " for setting in planner)
@@ -453,7 +454,10 @@ class PostgresPool:
         self._closed = False
         self._lock = threading.Lock()
         self._begin_write = begin_sql(schema, read_only=False, planner=WRITE_PLANNER_SETTINGS)
-        self._begin_read = begin_sql(schema, read_only=True)
+        # Reads take the same settings: every operator read is an index range with a LIMIT (a
+        # page, a count up to its cap), and a never-analysed table must not make it a bitmap
+        # or a sequential scan that sorts a job's or a status's every row.
+        self._begin_read = begin_sql(schema, read_only=True, planner=WRITE_PLANNER_SETTINGS)
         self._pool: psycopg_pool.ConnectionPool[PgConnection] = psycopg_pool.ConnectionPool(
             conninfo,
             connection_class=psycopg.Connection[DictRow],

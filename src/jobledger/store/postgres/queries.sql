@@ -343,3 +343,88 @@ FROM (
 WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
 RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
           occurrences.updated_at
+
+-- ===========================================================================================
+-- operator reads and prune (store/operations/listing.py, admin.py): rows by seq, and a prune
+-- batch's deletes, one statement per table for the whole batch (:seqs, an array).
+
+-- name: occurrences_by_seqs
+SELECT * FROM occurrences WHERE seq = ANY(%(seqs)s::bigint[]) ORDER BY seq DESC
+
+-- name: delete_keys_of_seqs
+-- A key is removed with the occurrence it names (a later enqueue of the key makes a new one).
+DELETE FROM jobledger_keys AS k
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND k.occurrence_id = o.occurrence_id
+
+-- name: delete_dependencies_of_seqs
+DELETE FROM jobledger_dependencies WHERE parent_seq = ANY(%(seqs)s::bigint[])
+
+-- name: delete_dependents_of_seqs
+DELETE FROM jobledger_dependencies WHERE child_seq = ANY(%(seqs)s::bigint[])
+
+-- name: delete_adjudications_of_seqs
+DELETE FROM jobledger_adjudications AS a
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND a.occurrence_id = o.occurrence_id
+
+-- name: delete_requeues_of_seqs
+DELETE FROM jobledger_requeues AS r
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND r.occurrence_id = o.occurrence_id
+
+-- name: delete_events_of_seqs
+DELETE FROM events AS e
+USING occurrences AS o
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND e.occurrence_id = o.occurrence_id
+
+-- name: delete_occurrences_of_seqs
+DELETE FROM occurrences WHERE seq = ANY(%(seqs)s::bigint[])
+
+-- name: due_waiting
+-- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
+-- operator's "what is due" (oldest_due) counts them as well.
+SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
+FROM occurrences
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  AND available_at <= %(now)s
+ORDER BY available_at
+LIMIT %(limit)s
+
+
+-- name: list_dead_letters
+-- Most recently settled first, through the partial index of dead letters (no other row is in
+-- it): a page is one backward range of it however much other history the table holds.
+SELECT * FROM occurrences WHERE status = 'dead_letter'
+ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
+
+-- name: list_dead_letters_by_job
+SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = %(job_id)s
+ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, most recently settled first along the
+-- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
+-- '_' matches any character).
+SELECT * FROM occurrences o
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE %(code_pattern)s
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.settled_at DESC, o.occurrence_id
+LIMIT %(limit)s
+
+-- name: lease_holders
+SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
+       MAX(lease_expires_at) AS latest_expiry
+FROM occurrences WHERE status = 'running'
+GROUP BY lease_owner
+ORDER BY lease_owner
+
+-- name: count_running_in_queue
+-- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences
+  WHERE queue = %(queue)s AND status = 'running'
+  LIMIT %(cap)s
+) AS running

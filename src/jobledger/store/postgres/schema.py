@@ -278,7 +278,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "3584a2dcc48395cd3e7426e780aaacb012d667af3c0df556dd447c68ea683177",
+        5: "e7b53731ad43f0123068dfc7ab115f7dae1b9e3db908b66c50d746da8f3f0e44",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -4,7 +4,7 @@ docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from ...contract import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
@@ -160,7 +160,8 @@ class AuditOperations(Protocol):
         ...
 
     def list_dead_letters(self, *, job_id: str | None = None, limit: int = 50) -> list[Occurrence]:
-        """Dead letters, most recently settled first (limit clamped to 200)."""
+        """Dead letters, most recently settled first (limit clamped to 200): a range of an index
+        that holds dead letters only."""
         ...
 
     # -- operators: statistics, workers, retention ------------------------------------------
@@ -201,12 +202,14 @@ class AuditOperations(Protocol):
         before: int,
         actor: str,
         statuses: Sequence[str] = ("succeeded", "dead_letter", "cancelled"),
-        batch_size: int = 500,
+        batch_size: int = 2_000,
         max_batches: int | None = None,
+        on_batch: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """Delete settled occurrences settled before ``before`` with their events and requeue
-        records, ``batch_size`` per transaction, each batch audited (``action="pruned"``) in its
-        own transaction. Live occurrences are never touched."""
+        records, ``batch_size`` per transaction (one statement per table for the batch), each
+        batch audited (``action="pruned"``) in its own transaction; ``on_batch`` sees each
+        batch's report after its commit. Live occurrences are never touched."""
         ...
 
     def audit_log(self, *, before_id: int | None = None, limit: int = 50) -> list[AuditRecord]:

@@ -114,12 +114,23 @@ class OccurrenceOperations(Protocol):
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
-        """Occurrences newest first (by creation), filtered by status, job and/or kind, ``limit``
-        (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the next."""
+        """Occurrences newest first (insertion order), filtered by status, job and/or kind,
+        ``limit`` (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the
+        next. Each page is one range of an index, whatever the store holds. A job filtered by
+        status or kind looks at the job's next 10,000 occurrences per page: a page may then hold
+        fewer than ``limit`` and still have a ``next_cursor`` (only ``None`` means the end)."""
         ...
 
-    def count_occurrences(self, *, job_id: str | None = None) -> list[OccurrenceCount]:
-        """How many occurrences there are per (kind, status), optionally of one job."""
+    def count_occurrences(
+        self, *, job_id: str | None = None, cap: int | None = None
+    ) -> list[OccurrenceCount]:
+        """How many occurrences there are per (kind, status), optionally of one job.
+
+        ``cap=None`` counts exactly (reading every row's index entry). With ``cap`` (1..10⁶)
+        each (kind, status) is counted up to ``cap``, and a count that reached it is ``capped``
+        (the true number is at least that): the read costs at most ``cap`` index entries per
+        (kind, status), whatever the store holds. A job's capped counts are those of its newest
+        ``cap`` occurrences (each ``capped`` when it has at least that many)."""
         ...
 
     def list_occurrences_by_trigger(

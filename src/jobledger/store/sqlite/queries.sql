@@ -358,3 +358,98 @@ FROM (
 WHERE occurrences.seq = s.child_seq AND occurrences.status = 'blocked'
 RETURNING occurrences.seq, occurrences.occurrence_id, occurrences.job_id, occurrences.status,
           occurrences.updated_at
+
+-- ===========================================================================================
+-- operator reads and prune (store/operations/listing.py, admin.py): rows by seq, and a prune
+-- batch's deletes, one statement per table for the whole batch (:seqs, a JSON array).
+
+-- name: occurrences_by_seqs
+SELECT * FROM occurrences WHERE seq IN (SELECT value FROM json_each(:seqs)) ORDER BY seq DESC
+
+-- name: delete_keys_of_seqs
+-- A key is removed with the occurrence it names (a later enqueue of the key makes a new one).
+DELETE FROM jobledger_keys
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_dependencies_of_seqs
+DELETE FROM jobledger_dependencies WHERE parent_seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: delete_dependents_of_seqs
+DELETE FROM jobledger_dependencies WHERE child_seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: delete_adjudications_of_seqs
+DELETE FROM jobledger_adjudications
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_requeues_of_seqs
+DELETE FROM jobledger_requeues
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_events_of_seqs
+DELETE FROM events
+WHERE occurrence_id IN (
+  SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+)
+
+-- name: delete_occurrences_of_seqs
+DELETE FROM occurrences WHERE seq IN (SELECT value FROM json_each(:seqs))
+
+-- name: due_waiting
+-- Waiting rows already due, oldest first: the next claim promotes them to their lane, so an
+-- operator's "what is due" (oldest_due) counts them as well. Pinned to the waiting index: the
+-- planner would otherwise take the status index and sort every queued row.
+SELECT occurrence_id, job_id, status, queue, kind, priority, available_at AS due_at
+FROM occurrences INDEXED BY jobledger_occurrences_waiting
+WHERE status IN ('queued', 'retry_wait') AND gate = 1 AND runnable = 1
+  AND available_at <= :now
+ORDER BY available_at
+LIMIT :limit
+
+-- Operator reads pinned to their index (the planner would take the status index and sort).
+
+-- name: list_dead_letters
+-- Most recently settled first, through the partial index of dead letters (no other row is in
+-- it): a page is one backward range of it however much other history the table holds.
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_dead_letters
+WHERE status = 'dead_letter'
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: list_dead_letters_by_job
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_dead_letters_job
+WHERE status = 'dead_letter' AND job_id = :job_id
+ORDER BY settled_at DESC, occurrence_id LIMIT :limit
+
+-- name: adjudication_candidates
+-- Outcome-unknown dead letters without a decision, most recently settled first along the
+-- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
+-- '_' matches any character).
+SELECT * FROM occurrences o INDEXED BY jobledger_occurrences_dead_letters
+WHERE o.status = 'dead_letter'
+  AND o.last_error_json LIKE :code_pattern
+  AND NOT EXISTS (
+    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+ORDER BY o.settled_at DESC, o.occurrence_id
+LIMIT :limit
+
+-- name: lease_holders
+SELECT lease_owner, COUNT(*) AS n, MIN(lease_expires_at) AS earliest_expiry,
+       MAX(lease_expires_at) AS latest_expiry
+FROM occurrences INDEXED BY jobledger_occurrences_running
+WHERE status = 'running'
+GROUP BY lease_owner
+ORDER BY lease_owner
+
+-- name: count_running_in_queue
+-- Bounded by the limit (cap): a count that reaches it is "full", whatever the backlog.
+-- Pinned: without statistics SQLite would take the status index (status, kind).
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM occurrences INDEXED BY jobledger_occurrences_running
+  WHERE queue = :queue AND status = 'running'
+  LIMIT :cap
+) AS running

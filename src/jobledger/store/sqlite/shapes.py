@@ -301,7 +301,16 @@ _V4_INDEXES = (
     "scheduler_events_job",
     "scheduler_events_occurrence",
 )
-_V5_INDEXES = (*_V4_INDEXES,)
+_V5_INDEXES = tuple(
+    sorted(
+        (
+            *(name for name in _V4_INDEXES if name != "jobledger_occurrences_kind"),
+            "jobledger_keys_occurrence",
+            "jobledger_occurrences_dead_letters",
+            "jobledger_occurrences_dead_letters_job",
+        )
+    )
+)
 INDEXES: dict[int, tuple[str, ...]] = {
     1: _V1_INDEXES,
     2: _V2_INDEXES,
