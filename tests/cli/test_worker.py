@@ -469,3 +469,41 @@ def test_idle_horizon_needs_until_idle_and_at_most_a_day(sqlite_cli, tmp_path, a
     too_long.assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
     with sqlite_cli.open() as store:  # refused before anything ran
         assert {c.status for c in store.count_occurrences()} == {"queued"}
+
+
+def test_a_django_app_module_may_use_models_at_import(tmp_path: Path) -> None:
+    """`jobledger worker` calls django.setup() before importing the app (DJANGO_SETTINGS_MODULE)."""
+    import os
+    import subprocess
+
+    pytest.importorskip("django")
+    (tmp_path / "site_settings.py").write_text(
+        textwrap.dedent(
+            """
+            SECRET_KEY = "x"
+            INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
+            DATABASES = {}
+            USE_TZ = True
+            """
+        )
+    )
+    db = tmp_path / "jobs.sqlite3"
+    (tmp_path / "site_jobs.py").write_text(
+        textwrap.dedent(
+            f"""
+            from django.contrib.auth.models import User  # needs loaded apps
+            import jobledger
+            app = jobledger.App({str(db)!r}, authorize=jobledger.allow_all)
+            """
+        )
+    )
+    code = (
+        "from jobledger.cli.worker import load_app; "
+        f"print(type(load_app('site_jobs:app', {str(tmp_path)!r})).__name__)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "site_settings", "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "App"

@@ -264,6 +264,10 @@ def test_a_real_deadlock_is_resolved_by_retrying(open_pg, pg_url, admin, monkeyp
         (psycopg.errors.QueryCanceled("x"), "57014", True),
         (psycopg.OperationalError("server closed the connection"), "OperationalError", True),
         (psycopg.InterfaceError("the connection is closed"), "InterfaceError", True),
+        # Driver errors without a SQLSTATE (a connection shared across os.fork()) are outages.
+        (psycopg.DatabaseError("lost synchronization with server"), "DatabaseError", True),
+        (psycopg.InternalError("unexpected message type"), "InternalError", True),
+        (psycopg.ProgrammingError("no result available"), "ProgrammingError", True),
     ],
 )
 def test_storage_failures_are_mapped_with_their_code(exc, code, retryable):
@@ -278,11 +282,24 @@ def test_storage_failures_are_mapped_with_their_code(exc, code, retryable):
     assert mapped.__cause__ is exc
 
 
+@pytest.mark.parametrize(
+    "exc",
+    [
+        psycopg.DatabaseError("lost synchronization with server"),
+        psycopg.InternalError("unexpected message type"),
+    ],
+)
+def test_a_driver_error_without_sqlstate_discards_the_connection(exc):
+    assert pg_connection._connection_lost(exc, None)
+    assert not pg_connection._connection_lost(psycopg.errors.CheckViolation("x"), None)
+
+
 def test_a_violated_constraint_is_data_corruption_not_a_crash():
     mapped = pg_connection.storage_failure(
         psycopg.errors.CheckViolation("x"), phase="write", commit_state="not_committed"
     )
     assert mapped is not None and mapped.code == "SCHEDULER_DATA_CORRUPT"
+    assert mapped.details["storageCode"] == "23514"
     assert pg_connection.storage_failure(ValueError("x"), phase="write", commit_state="x") is None
 
 

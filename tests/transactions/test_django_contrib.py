@@ -69,3 +69,35 @@ def test_bad_settings_are_refused(postgres_database_url: str) -> None:
     with pytest.raises(jobledger.InvalidArgument):
         contrib.get_app()
     settings.JOBLEDGER = {}
+
+
+def test_the_worker_command_takes_exactly_the_options_of_jobledger_worker(
+    postgres_database_url: str,
+) -> None:
+    import argparse
+
+    from jobledger.cli.worker import OPTION_FLAGS, options_from_args
+    from jobledger.contrib.django.management.commands.jobledger_worker import Command
+
+    use_database(postgres_database_url)
+    parser = Command().create_parser("manage.py", "jobledger_worker")
+    flags = {option for action in parser._actions for option in action.option_strings}
+    assert set(OPTION_FLAGS.values()) <= flags
+    argv = [
+        "--queues=mail,sms",
+        "--queues=push",
+        "--poll-interval=2500ms",
+        "--grace-period=30s",
+        "--lease=2m",
+        "--metrics-port=9100",
+        "--kinds=send_confirmation",
+        "--no-planner",
+    ]
+    from_manage = options_from_args(parser.parse_args(argv))
+    cli = argparse.ArgumentParser()
+    from jobledger.cli.worker import add_option_flags
+
+    add_option_flags(cli)
+    assert from_manage == options_from_args(cli.parse_args(argv))
+    assert from_manage.queues == frozenset({"mail", "sms", "push"})
+    assert from_manage.metrics_port == 9100 and from_manage.planner is False

@@ -42,7 +42,14 @@ from .errors import APP_IMPORT_FAILED
 from .parsing import add_command, duration_arg, float_arg, natural_arg
 from .timefmt import format_duration, iso_utc
 
-__all__ = ["OPTION_FLAGS", "load_app", "options_from_args", "register", "same_target"]
+__all__ = [
+    "OPTION_FLAGS",
+    "add_option_flags",
+    "load_app",
+    "options_from_args",
+    "register",
+    "same_target",
+]
 
 logger = logging.getLogger("jobledger.cli")
 
@@ -101,8 +108,9 @@ def _metavar(name: str) -> str:
     return "HOST" if name.endswith("host") else "TEXT"
 
 
-def _add_option_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per WorkerOptions field, typed from the field's annotation."""
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per WorkerOptions field, typed from the field's annotation (shared by
+    ``jobledger worker`` and Django's ``manage.py jobledger_worker``)."""
     group = parser.add_argument_group(
         "worker options (jobledger.WorkerOptions; one flag per field)"
     )
@@ -196,7 +204,7 @@ def register(subparsers: Any) -> None:
         default=".",
         help="look for MODULE here first (default: the current directory)",
     )
-    _add_option_flags(parser)
+    add_option_flags(parser)
     parser.set_defaults(handler=run_worker)
 
 
@@ -214,6 +222,7 @@ def load_app(reference: str, app_dir: str) -> App:
     if directory not in sys.path:
         sys.path.insert(0, directory)
     try:
+        _setup_django()
         module = importlib.import_module(module_name.strip())
     except ModuleNotFoundError as exc:
         wanted = module_name.strip()
@@ -240,6 +249,20 @@ def load_app(reference: str, app_dir: str) -> App:
             details={"field": "app"},
         )
     return app
+
+
+def _setup_django() -> None:
+    """With ``DJANGO_SETTINGS_MODULE`` set, load Django's apps before the app module is
+    imported, so modules and handlers may use models ("Apps aren't loaded yet" otherwise)."""
+    if not os.environ.get("DJANGO_SETTINGS_MODULE"):
+        return
+    try:
+        import django
+        from django.apps import apps
+    except ImportError:
+        return
+    if not apps.ready:
+        django.setup()
 
 
 def _import_failed(module_name: str, exc: BaseException) -> SchedulerError:

@@ -143,7 +143,9 @@ def _connection_lost(exc: BaseException, conn: PgConnection | None) -> bool:
         return True
     if conn is not None and (conn.closed or conn.pgconn.status == pq.ConnStatus.BAD):
         return True
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and state is None
+    # A driver-side failure without a SQLSTATE (a protocol desynchronisation, e.g. a connection
+    # used from two processes after os.fork()) leaves the connection unusable: discard it.
+    return isinstance(exc, psycopg.DatabaseError | psycopg.InterfaceError) and state is None
 
 
 def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> SchedulerError | None:
@@ -178,6 +180,9 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
     elif (
         isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
         or state in _PERMANENT_STATES
+        # No SQLSTATE: the server never judged the data; the driver failed (a protocol
+        # error). That is a storage outage on a discarded connection, never data corruption.
+        or state is None
     ):
         retryable = state not in _PERMANENT_STATES
         error = StorageUnavailable.during(

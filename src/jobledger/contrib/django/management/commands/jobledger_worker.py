@@ -1,12 +1,17 @@
-"""``python manage.py jobledger_worker``: run a jobledger worker for the project's app."""
+"""``python manage.py jobledger_worker``: run a jobledger worker for the project's app.
+
+It takes exactly the worker options of ``jobledger worker`` (one flag per
+:class:`jobledger.WorkerOptions` field, built by the same code) plus ``--until-idle``.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from jobledger.cli.worker import add_option_flags, options_from_args
 from jobledger.contrib.django import get_app
 from jobledger.engine.drain import Drain
 
@@ -15,28 +20,19 @@ class Command(BaseCommand):
     help = "Run a jobledger worker with the handlers of JOBLEDGER['APP'] until SIGTERM/SIGINT."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=1, help="attempts at once")
-        parser.add_argument(
-            "--queue", action="append", dest="queues", help="a queue to work (repeatable)"
-        )
-        parser.add_argument(
-            "--poll-interval", type=float, default=None, help="seconds between idle polls"
-        )
+        add_option_flags(parser)
         parser.add_argument(
             "--until-idle", action="store_true", help="stop when nothing is left to run"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         app = get_app()
-        settings: dict[str, Any] = {"concurrency": options["concurrency"]}
-        if options["queues"]:
-            settings["queues"] = frozenset(options["queues"])
-        if options["poll_interval"] is not None:
-            settings["poll_interval"] = timedelta(seconds=options["poll_interval"])
-        worker = app.worker(**settings)
+        worker_options = options_from_args(argparse.Namespace(**options))
         if options["until_idle"]:
-            report = Drain(worker).run()
+            if worker_options.planner:
+                app.plan()
+            report = Drain(app.worker(worker_options.with_changes(planner=False))).run()
             self.stdout.write(f"jobledger worker idle: {report.outcome}")
             return
-        summary = worker.run(install_signal_handlers=True)
+        summary = app.run_worker(worker_options)
         self.stdout.write(f"jobledger worker stopped: {summary}")
