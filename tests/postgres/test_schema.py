@@ -250,8 +250,9 @@ def test_a_fresh_schema_gets_every_migration(open_pg, admin, clock):
         "jobledger_occurrences_running",
         "jobledger_occurrences_lanes",
         "jobledger_occurrences_status",
-        "jobledger_occurrences_kind",
         "jobledger_occurrences_job",
+        "jobledger_occurrences_dead_letters",
+        "jobledger_keys_occurrence",
         "jobledger_schedules_due",
         "jobledger_rate_windows_wake",
         "jobledger_dependencies_child",
@@ -532,7 +533,15 @@ def test_an_old_schema_is_upgraded_to_the_latest_in_place(pg_url, admin, open_pg
     assert _snapshot(admin, "old")[0] == pg_schema.MIGRATIONS[-1].fingerprint
 
     # every row kept: jobs gained v4's columns, occurrences read back in their old shape
-    new_job_columns = ("queue", "priority", "on_lost_lease", "run_revision", "authority_id")
+    new_job_columns = (
+        "queue",
+        "priority",
+        "on_lost_lease",
+        "run_revision",
+        "authority_id",
+        "declared_json",
+        "operator_set_json",
+    )
     upgraded_jobs = _table(admin, "old", "jobs", "job_id")
     assert [
         {k: v for k, v in row.items() if k not in new_job_columns} for row in upgraded_jobs
@@ -548,7 +557,12 @@ def test_an_old_schema_is_upgraded_to_the_latest_in_place(pg_url, admin, open_pg
         assert authorities[row["authority_id"]] == row["authority_json"]
     assert _table(admin, "old", "events", "event_id") == events
     for table in kept:
-        assert _table(admin, "old", table, "1") == before_kept[table], table
+        # later rungs may add columns (v5: jobledger_requeues.revived_children)
+        old_rows = before_kept[table]
+        after = _table(admin, "old", table, "1")
+        assert [
+            {k: v for k, v in row.items() if not old_rows or k in old_rows[0]} for row in after
+        ] == old_rows, table
     old_shape = _old_shape(admin, "old", version)
     if version < 3:
         old_shape = [{k: v for k, v in row.items() if k not in V3_DERIVED} for row in old_shape]

@@ -57,9 +57,11 @@ TABLES = [
 ]
 INDEXES = [
     "jobledger_dependencies_child",
+    "jobledger_keys_occurrence",
+    "jobledger_occurrences_dead_letters",
+    "jobledger_occurrences_dead_letters_job",
     "jobledger_occurrences_held",
     "jobledger_occurrences_job",
-    "jobledger_occurrences_kind",
     "jobledger_occurrences_lanes",
     "jobledger_occurrences_leases",
     "jobledger_occurrences_ready",
@@ -227,6 +229,8 @@ def test_fresh_database_table_shapes_and_indexes(tmp_path: Path) -> None:
             "on_lost_lease",
             "run_revision",
             "authority_id",
+            "declared_json",
+            "operator_set_json",
         ]
         # occurrences: seq (the rowid) first; the reference's columns without the idempotency
         # key (derived from the id) and with the authority stored once (authority_id); v3's

@@ -103,7 +103,11 @@ def test_an_old_file_is_upgraded_to_the_latest_keeping_every_row(
         assert pragma(raw, "user_version") == LATEST
         kept = ["events", *(t for t in OLD_TABLES[version] if t.startswith("jobledger_"))]
         for table in kept:
-            assert _rows(raw, table) == before[table], table
+            # later rungs may add columns (v5: jobledger_requeues.revived_children): the old
+            # columns keep exactly what they held
+            old = before[table]
+            width = len(old[0]) if old else 0
+            assert [row[:width] for row in _rows(raw, table)] == old, table
         # jobs: the old columns exactly, then v4's defaults and the authority stored once
         jobs = _rows(raw, "jobs")
         assert [row[:V1_JOB_COLUMNS] for row in jobs] == before["jobs"]

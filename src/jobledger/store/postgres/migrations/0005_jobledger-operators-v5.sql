@@ -51,4 +51,8 @@ CREATE INDEX jobledger_occurrences_dead_letters
 CREATE INDEX jobledger_occurrences_dead_letters_job
   ON occurrences (job_id, settled_at DESC, occurrence_id)
   WHERE status = 'dead_letter' AND job_id IS NOT NULL;
+-- An upgrade from v3 or older inserts key rows in this same transaction, and their foreign key
+-- is deferred: PostgreSQL refuses an index on a table with pending trigger events, so check
+-- those rows now.
+SET CONSTRAINTS ALL IMMEDIATE;
 CREATE INDEX jobledger_keys_occurrence ON jobledger_keys (occurrence_id);
