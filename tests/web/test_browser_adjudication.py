@@ -87,7 +87,11 @@ def test_decide_a_case_from_the_dashboard(payments, serve_app, browser_page, bac
     stale = app.get_adjudication_case(second)
     assert stale is not None and stale.evidence_digest is not None
     app.store.requeue_dead_letter(
-        occurrence_id=second, expected_fence=stale.fence, reason="retry", actor="ops"
+        occurrence_id=second,
+        expected_fence=stale.fence,
+        reason="retry",
+        actor="ops",
+        override_adjudication=True,
     )
     claimed = app.store.claim_next(owner_id="w", lease_ms=60_000)
     assert claimed is not None and claimed.id == second
