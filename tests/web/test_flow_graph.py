@@ -10,7 +10,7 @@ import pytest
 
 import jobledger
 from jobledger.models import FlowEdge, FlowGraph, FlowNode
-from jobledger.testing import ManualHeartbeat, run_until_idle
+from jobledger.testing import ManualHeartbeat
 from jobledger.web.flowgraph import MAX_PER_COLUMN, render_flow_svg
 from tests.web.conftest import BROWSER_MISSING, screenshot
 from tests.web.test_browser import assert_fits, dashboard, sign_in
