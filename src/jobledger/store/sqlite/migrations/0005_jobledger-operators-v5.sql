@@ -2,9 +2,10 @@
 -- every column and index with the reason it exists.
 --
 -- occurrences.started_at  when the handler of the current attempt began (NULL while the attempt
---                         is only claimed, e.g. buffered ahead of a free slot): crash recovery
---                         gives a never-started attempt back instead of spending it, and an
---                         outcome-unknown case says when its handler began.
+--                         is only claimed, e.g. buffered ahead of a free slot). Not written
+--                         yet: it is the marker crash recovery will use to give a never-started
+--                         attempt back instead of spending it, and with which an outcome-unknown
+--                         case will say when its handler began. Always NULL in this release.
 
 ALTER TABLE occurrences ADD COLUMN started_at INTEGER CHECK (started_at IS NULL OR started_at >= 0);
 
