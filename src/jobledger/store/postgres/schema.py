@@ -255,6 +255,12 @@ _V4_COLUMNS = {
 _V5_COLUMNS = {
     **_V4_COLUMNS,
     "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
+    # Crash recovery and adjudication per lost attempt (issue 30): when the lost attempt's
+    # handler began.
+    "jobledger_adjudications": (
+        *_V4_COLUMNS["jobledger_adjudications"],
+        ("started_at", _B, True),
+    ),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
@@ -265,7 +271,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "91862ae27db92c7ccd156170e2ed7305d75cbac95c2e947ab68707bef23097cb",
-        5: "8a5d09301ff11425bfc3aa0c6670947d389d5ebb736d4b46e15391d9f407313f",
+        5: "494e3355106a5223df003f37926a479b93323039e89a8f66dbcdc38f1e62981a",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

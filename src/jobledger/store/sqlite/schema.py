@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
         3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
         4: "1e895b44dc93ec723cace9c031358a427fa817a6632f9f0c17b57aa1284fc510",
-        5: "a036c7d8e5351c85a54e874ed41ade537c59bc12b2018f560dd61e737b999c99",
+        5: "d76698933fbc680accb97400df0f4a83d24216da1d7592b23d05d967803fba98",
     },
     tables={version: tuple(columns) for version, columns in COLUMNS.items()},
 )
