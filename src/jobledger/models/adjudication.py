@@ -71,10 +71,11 @@ class AdjudicationCase:
     ``eligible``: a dead letter whose last error code ends in ``_OUTCOME_UNKNOWN`` and whose
     attempt (its ``fence``) has no decision yet. ``started_at``: when that attempt's handler
     began (``None``: unknown — a case from before schema v5); an attempt whose handler never
-    began is given back and run again, never made a case. ``evidence_digest`` (``sha256:…``): while eligible, the digest of the
-    evidence a decision must name (compare-and-swap: it changes whenever the occurrence does);
-    afterwards the digest the decision named. ``adjudication``: the decision, once recorded.
-    ``kind``, ``payload`` and ``last_error`` are the evidence shown to the operator.
+    began is given back and run again, never made a case. ``evidence_digest`` (``sha256:…``):
+    while eligible, the digest of the evidence a decision must name (compare-and-swap: it
+    changes whenever the occurrence does); afterwards the digest the decision named.
+    ``adjudication``: the decision, once recorded. ``kind``, ``payload`` and ``last_error`` are
+    the evidence shown to the operator.
     """
 
     occurrence_id: str
