@@ -122,3 +122,36 @@ def test_an_applied_decision_can_carry_the_handlers_result(cli):
     assert decided["case"]["status"] == "succeeded"
     with cli.open() as store:
         assert store.get_occurrence(occurrence_id).result == {"charge": "ch_1"}
+
+
+def test_a_lost_rerun_is_listed_as_a_case_of_its_own_with_when_it_began(cli):
+    """Issue 30 (items 5 and 6): the re-run not_applied granted is lost again — a new case,
+    listed and decidable; every case says when its handler began."""
+    with cli.open() as store:
+        first = _case(store, "a")
+        began = store.get_occurrence(first).started_at
+    assert began is not None
+    listed = cli.json("adjudicate", "list")["cases"]
+    assert [(c["occurrenceId"], c["startedAt"]) for c in listed] == [(first, began)]
+    assert "STARTED" in cli.ok("adjudicate", "list").out
+    cli.ok("adjudicate", "decide", first, "not_applied", "--reason", "no charge", "--yes")
+    assert cli.json("adjudicate", "list")["cases"] == []
+    with cli.open() as store:
+        rerun = store.claim_occurrence(occurrence_id=first, owner_id="w", lease_ms=60_000)
+        assert rerun is not None
+        store.settle(
+            occurrence_id=first,
+            owner_id="w",
+            fence=rerun.fence,
+            outcome="failed",
+            error=UNKNOWN,
+            retryable=False,
+        )
+    [again] = cli.json("adjudicate", "list")["cases"]
+    assert (again["occurrenceId"], again["fence"], again["eligible"]) == (first, rerun.fence, True)
+    assert [d["decision"] for d in again["previous"]] == ["not_applied"]
+    shown = cli.ok("adjudicate", "show", first).out
+    assert "started     " in shown and "earlier     fence" in shown
+    decided = cli.json("adjudicate", "decide", first, "applied", "--reason", "PSP: paid", "--yes")
+    assert decided["case"]["status"] == "succeeded"
+    assert cli.json("adjudicate", "list")["cases"] == []

@@ -34,6 +34,7 @@ OCCURRENCE_KEYS = {
     "createdAt",
     "updatedAt",
     "settledAt",
+    "startedAt",
 }
 
 

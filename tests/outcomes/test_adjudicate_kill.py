@@ -5,6 +5,10 @@ occurrence is re-run automatically (the next claim pass makes each an outcome-un
 letter), every one is listed as a case, a stale evidence digest and a second decision are
 refused, ``applied`` never calls the handler again and ``not_applied`` calls it exactly once.
 A short run is in the default suite; the long one is marked ``acceptance``.
+
+And a real worker killed mid-run (issue 30, item 5): its claims made ahead of its slots were
+never started, so they are given back and run — never cases; each case says when its handler
+began.
 """
 
 from __future__ import annotations
@@ -141,3 +145,52 @@ def test_sigkilled_adjudicate_handlers_short(any_target, tmp_path):
 @pytest.mark.acceptance
 def test_sigkilled_adjudicate_handlers_long(any_target, tmp_path):
     _run(any_target, tmp_path, count=40, parallel=4)
+
+
+def test_a_killed_workers_claims_made_ahead_are_run_not_made_cases(any_target, tmp_path):
+    """A worker with four slots and the default prefetch claims all ten payments; its four
+    handlers run (they block) when it is SIGKILLed. Before, all ten became outcome-unknown
+    cases; now the four started ones are, each with when its handler began, and the six it
+    never started run once each, elsewhere."""
+    calls_file = tmp_path / "calls.txt"
+    clock = FakeClock(START_MS)
+    with jobledger.App(any_target, clock=clock, authorize=jobledger.allow_all) as app:
+
+        @app.handler("charge", on_lost_lease="adjudicate")
+        def charge(ctx: jobledger.JobContext) -> dict[str, str]:
+            with calls_file.open("a", encoding="utf-8") as calls:
+                calls.write(f"{ctx.occurrence.id} survivor\n")
+            return {"charged": ctx.occurrence.id}
+
+        app.ensure_job("pay", "charge", max_attempts=1)
+        ids = {app.enqueue("pay", payload={"n": index}).id for index in range(10)}
+        worker = subprocess.Popen(
+            [sys.executable, str(WORKER), any_target, str(START_MS), str(calls_file), "4"],
+            env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+        )
+        deadline = time.monotonic() + 120
+        try:
+            while len(_calls(calls_file)) < 4 or any(
+                o.status != "running" for o in map(app.get_occurrence, ids) if o is not None
+            ):
+                assert time.monotonic() < deadline, "the worker did not claim and start"
+                assert worker.poll() is None, f"the worker exited with {worker.returncode}"
+                time.sleep(0.02)
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(30)
+        started = set(_calls(calls_file))
+        assert len(started) == 4
+
+        clock.advance(timedelta(minutes=10))  # the killed worker's leases have run out
+        run_until_idle(app)
+        cases = app.adjudication_cases(limit=500)
+        assert {case.occurrence_id for case in cases} == started
+        assert all(case.started_at is not None for case in cases)
+        assert all(case.started_at <= START_MS + 60_000 for case in cases)  # type: ignore[operator]
+        never_started = ids - started
+        assert Counter(_calls(calls_file)) == Counter(dict.fromkeys(ids, 1))
+        for occurrence_id in never_started:
+            occurrence = app.get_occurrence(occurrence_id)
+            assert occurrence is not None
+            assert (occurrence.status, occurrence.attempt) == ("succeeded", 1)

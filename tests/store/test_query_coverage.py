@@ -160,11 +160,20 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     )
     store.expire_leases_of("w3", reason="worker gone")
 
-    # a final attempt whose lease runs out is dead-lettered by the next claim's sweep
+    # a final attempt whose lease runs out is dead-lettered by the next claim's sweep; of two
+    # claims held ahead, one is marked started (and dead-lettered too), the other given back
     store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key="s-2")
     assert store.claim_next(owner_id="w5", lease_ms=MINUTE, job_kind="sms") is not None
+    for key in ("s-3", "s-4"):
+        store.enqueue_occurrence(job_id="sms", scheduled_for=now, trigger_key=key)
+    ahead = store.claim_batch(owner_id="w5", lease_ms=MINUTE, limit=2, job_kind="sms", start=0)
+    assert len(ahead) == 2
+    store.start_batch([Renewal(ahead[0].id, "w5", ahead[0].fence, MINUTE)])
     clock.advance(10 * MINUTE)
     store.claim_next(owner_id="w4", lease_ms=MINUTE, job_kind="nothing-here")
+    given_back = store.get_occurrence(ahead[1].id)
+    assert given_back is not None and (given_back.status, given_back.attempt) == ("retry_wait", 0)
+    store.cancel_occurrence(occurrence_id=ahead[1].id, actor="ops", reason="done with it")
 
     # operator actions
     store.requeue_dead_letter(
@@ -352,6 +361,26 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
             reason="checked",
             actor="ops",
         )
+    # the re-run not_applied granted is lost again: a case of its own, decided in turn
+    rerun = store.claim_next(owner_id="w7", lease_ms=MINUTE, kinds=["pay"])
+    assert rerun is not None
+    store.settle(
+        occurrence_id=rerun.id,
+        owner_id="w7",
+        fence=rerun.fence,
+        outcome="failed",
+        error={"code": "SCHEDULER_OUTCOME_UNKNOWN", "message": "?"},
+        retryable=False,
+    )
+    [again_lost] = store.adjudication_cases()
+    assert again_lost.evidence_digest is not None
+    store.adjudicate(
+        occurrence_id=rerun.id,
+        decision="applied",
+        evidence_digest=again_lost.evidence_digest,
+        reason="checked again",
+        actor="ops",
+    )
 
     # workers
     store.register_worker(worker_id="w1", hostname="host", pid=1, info={"kinds": ["mail"]})

@@ -153,3 +153,24 @@ def test_the_dashboard_revives_a_flow_and_titles_a_cascaded_cancel(target, clock
         declined["yes"] = False
         run_until_idle(app)
         assert app.get_occurrence(shipped.id).result == "shipped"  # type: ignore[union-attr]
+
+
+def test_a_lost_rerun_is_a_case_of_its_own_on_the_pages(unknown):
+    """Issue 30 (items 5 and 6): the listing shows when each lost attempt's handler began, and a
+    re-run granted by not_applied that is lost again is listed and shown as a new case."""
+    app, occurrence_id = unknown
+    client = client_for(app.store)
+    case = app.get_adjudication_case(occurrence_id)
+    assert case is not None and case.evidence_digest is not None and case.started_at is not None
+    listing = client.get("/adjudication", headers=BEARER).text
+    assert "Handler began" in listing and 'data-testid="started">unknown' not in listing
+    app.adjudicate(
+        occurrence_id, decision="not_applied", evidence_digest=case.evidence_digest, reason="no"
+    )
+    run_until_idle(app)  # the re-run raises OutcomeUnknown again: a new case
+    again = app.get_adjudication_case(occurrence_id)
+    assert again is not None and again.eligible and again.fence == case.fence + 1
+    assert occurrence_id in client.get("/adjudication", headers=BEARER).text
+    page = client.get(f"/adjudication/{occurrence_id}", headers=BEARER).text
+    assert "Outcome unknown" in page and 'data-testid="previous"' in page
+    assert again.evidence_digest in page

@@ -84,14 +84,14 @@ class HeldStore:
         self.hold.set()
         self.fault: BaseException | None = None
 
-    def settle_batch(self, settlements: list[jobledger.Settlement]) -> Any:
+    def settle_batch(self, settlements: list[jobledger.Settlement], **starts: Any) -> Any:
         self.calls += 1
         self.entered.set()
         assert self.hold.wait(WAIT_S)
         if self.fault is not None:
             raise self.fault
         self.batches.append([s.occurrence_id for s in settlements])
-        return self._store.settle_batch(settlements)
+        return self._store.settle_batch(settlements, **starts)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -293,7 +293,7 @@ class Feed:
             on_error=self.errors.append,
         )
 
-    def _claim(self, limit: int, free: int) -> list[jobledger.Occurrence]:
+    def _claim(self, limit: int, free: int, start: int) -> list[jobledger.Occurrence]:
         self.limits.append(limit)
         if self.fail_first:
             self.fail_first = False
@@ -571,7 +571,7 @@ def test_run_claimed_runs_a_batch_claim_to_completion(store, clock, make_runtime
 def _adaptive_feed(*, capacity: int, slots: int, window_s: float) -> ClaimAhead:
     """A feeder that is never started: only its sizing is under test."""
     return ClaimAhead(
-        lambda limit, free: [],
+        lambda limit, free, start: [],
         capacity=capacity,
         slots=slots,
         window_s=window_s,

@@ -39,7 +39,10 @@ def register(subparsers: Any) -> None:
         description=(
             "Open cases, most recently settled first: dead letters whose error code ends in\n"
             '_OUTCOME_UNKNOWN (a lost worker of an on_lost_lease="adjudicate" kind, or a\n'
-            "handler that raised OutcomeUnknown) and that nobody has decided yet."
+            "handler that raised OutcomeUnknown) and that nobody has decided yet. One case per\n"
+            "lost attempt: a re-run granted by not_applied that is lost again is a new case.\n"
+            "STARTED is when the lost attempt's handler began ('-': unknown, an older case);\n"
+            "a claim whose handler never began is run again, never made a case."
         ),
     )
     listing.add_argument(
@@ -98,6 +101,7 @@ def _table(ctx: Context, cases: list[AdjudicationCase]) -> str:
         Column("OCCURRENCE", shrink=False),
         Column("JOB", max_width=32),
         Column("KIND", max_width=24),
+        Column("STARTED", shrink=False),
         Column("SETTLED", shrink=False),
         Column("ATTEMPT", align="right"),
         Column("ERROR", max_width=80),
@@ -107,6 +111,7 @@ def _table(ctx: Context, cases: list[AdjudicationCase]) -> str:
             short_id(case.occurrence_id),
             case.job_id,
             case.kind,
+            ctx.when(case.started_at) if case.started_at is not None else "-",
             ctx.when(case.settled_at),
             f"{case.attempt}/{case.max_attempts}",
             _message(case.last_error),
@@ -129,6 +134,8 @@ def describe(ctx: Context, case: AdjudicationCase) -> str:
         f"job         {case.job_id} (kind {case.kind})",
         f"status      {case.status}, attempt {case.attempt}/{case.max_attempts}, "
         f"fence {case.fence}",
+        "started     "
+        + (ctx.when(case.started_at) if case.started_at is not None else "- (unknown)"),
         f"settled     {ctx.when(case.settled_at)}",
         f"error       {_message(case.last_error)}",
         f"payload     {json.dumps(case.payload, ensure_ascii=False, sort_keys=True)}",
@@ -144,6 +151,12 @@ def describe(ctx: Context, case: AdjudicationCase) -> str:
             f"effect      {decided.status}"
             + (f" ({decided.retry_outcome['status']})" if decided.retry_outcome else ""),
         ]
+    for earlier in case.previous:  # the decisions on this occurrence's earlier lost attempts
+        lines.append(
+            f"earlier     fence {earlier.expected_fence}: {earlier.decision} by {earlier.actor} "
+            f"at {ctx.when(earlier.created_at)}"
+            + (f", its run {earlier.retry_outcome['status']}" if earlier.retry_outcome else "")
+        )
     return "\n".join(lines)
 
 

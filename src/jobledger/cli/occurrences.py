@@ -171,6 +171,8 @@ def _detail_text(
     if o.last_error is not None:
         lines.append(f"last error:   {pretty(o.last_error)}")
     lines.append(f"created:      {ctx.when(o.created_at)}")
+    if o.started_at is not None:  # the handler of the current (or last) attempt began
+        lines.append(f"started:      {ctx.when(o.started_at)}")
     if o.settled_at is not None:
         lines.append(f"settled:      {ctx.when(o.settled_at)}")
     lines.append("")

@@ -96,6 +96,7 @@ def occurrence_json(occurrence: Occurrence) -> dict[str, Any]:
         "createdAt": iso_utc(occurrence.created_at),
         "updatedAt": iso_utc(occurrence.updated_at),
         "settledAt": iso_utc(occurrence.settled_at),
+        "startedAt": iso_utc(occurrence.started_at),
     }
 
 

@@ -11,14 +11,14 @@ current, handled, authorized and still leased::
 The claim returns the job as read inside the claiming transaction, so steps 1–2 need no read.
 Step 5 keeps the reference's check without its write while the claim is fresh: a claim younger
 than one renew interval is certainly still leased (the lease is far longer, and the runtime's
-lease keeper renews it), so only an older claim — one that waited in a worker's prefetch
-buffer — is revalidated with a real renew (and its job read again). "Younger" is measured on
-the injected monotonic clock (``AttemptSettings.monotonic``).
+lease keeper renews it), so only an older claim is revalidated with a real renew (and its job
+read again); "younger" on the injected monotonic clock. A claim held ahead (``started_at``
+unset) is marked started instead (:mod:`.starts`), durably before its handler runs.
 
 Rejections in steps 1–4 and 6 settle the attempt as failed with a ``SCHEDULER_RUNTIME_*`` code:
 retryable for ``AUTHORIZATION_UNAVAILABLE`` (the authorizer raised), ``ABORTED`` and
-``TIMEOUT``, final (dead letter) for the rest. The handler-missing code keeps the reference's
-name, ``SCHEDULER_RUNTIME_ADAPTER_MISSING``.
+``TIMEOUT``, final (dead letter) for the rest (handler missing: the reference's name,
+``SCHEDULER_RUNTIME_ADAPTER_MISSING``).
 
 **A lost lease settles nothing.** If a renewal (the keeper's, or ``renew_lease()``) or the
 final settle finds that another owner holds the occurrence (or the lease expired), the context
@@ -30,8 +30,8 @@ renewed while it is in flight and arms time limits; its **commit** writes the se
 (:class:`CommitNow`) or with others (the worker's :class:`~jobledger.engine.batching.Settler`) —
 and calls back with the outcome; ``on_report`` hears, exactly once, that it is over.
 
-``Attempt.lock`` serialises the decisions that end an attempt — settling, releasing at shutdown,
-timing out — so exactly one of them wins.
+``Attempt.lock`` serialises the decisions that end an attempt (settling, releasing at shutdown,
+timing out): exactly one of them wins.
 """
 
 from __future__ import annotations
@@ -51,19 +51,13 @@ from ..contract import MAX_SNOOZES, SNOOZE_LIMIT_CODE
 from ..errors import InvalidArgument, LeaseLost, RuntimeRejection, SchedulerError
 from ..models import Occurrence, RunResult, Settlement
 from ..store.base import Store
-from .commit import Commit
-from .handlers import (
-    AuthorizationRequest,
-    Authorizer,
-    Decision,
-    Handler,
-    JobContext,
-    Snooze,
-)
+from .commit import Commit, StartTicket
+from .handlers import AuthorizationRequest, Authorizer, Decision, Handler, JobContext, Snooze
 from .loop import EventLoopThread
 from .observe import NO_OBSERVER, Observer, attempt_fields, notify
 from .outcomes import classify_failure, plan_rejection, sanitize_error
 from .retry import BackoffPolicy
+from .starts import ask_start, await_start
 from .watchdog import Watchdog
 
 __all__ = ["SHUTDOWN_REASON", "Attempt", "AttemptHost", "AttemptSettings"]
@@ -130,6 +124,7 @@ class Attempt:
         cancel: threading.Event | None = None,
         claimed_at: float | None = None,
         on_report: Callable[[Attempt], None] | None = None,
+        start: StartTicket | None = None,
     ) -> None:
         self.host = host
         self.settings = settings = host.attempt_settings
@@ -149,6 +144,7 @@ class Attempt:
         self.work_seconds = 0.0
         self._current = claimed
         self._commit = commit
+        self._start = start  # the start mark on its way (a claim held ahead), if any
         self._on_report = on_report
         self._started: float | None = None
         self._alarm: int | None = None
@@ -280,6 +276,8 @@ class Attempt:
         monotonic = settings.monotonic
         renew_s = settings.renew_interval_ms / 1000
         job = occurrence.job
+        if self._start is None and occurrence.started_at is None:  # waited for at step 5
+            self._start = ask_start(self._commit, occurrence, settings.owner_id, settings.lease_ms)
         stale = monotonic() - self.claimed_at >= renew_s
         if job is None or stale:
             # Not read by the claim, or the claim waited long enough for the job to change.
@@ -338,7 +336,10 @@ class Attempt:
         # left and the keeper renews it); a claim that waited, or a slow authorizer, is
         # revalidated with a real renew, as the reference does after every authorization.
         slow = monotonic() - authorize_started >= renew_s
-        if stale or slow or self.lease_error is not None:
+        if self._start is not None:  # the durable start mark, fenced, renewed the lease
+            if not await_start(self, self._start):
+                return None
+        elif stale or slow or self.lease_error is not None:
             try:
                 self.renew()
             except LeaseLost:

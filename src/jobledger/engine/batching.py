@@ -16,7 +16,10 @@ transaction:
 * :class:`Settler` — group commit. Slots hand their settlements over and go on to the next
   occurrence at once; a settler thread commits everything handed over since its last commit in
   one :meth:`~jobledger.Store.settle_batch`. A settlement is committed (or refused, if its lease
-  was lost) before its attempt's result is reported, and its lease is kept until then.
+  was lost) before its attempt's result is reported, and its lease is kept until then. The
+  start marks of buffered claims ride in the same transactions (``settle_batch(starts=…)``): a
+  slot hands over its settlement together with the mark of the claim it runs next, and starts
+  that handler once the commit returned.
 
 Neither changes what is stored: a batch writes exactly what the single calls would have. What a
 crash costs changes: results handed over but not yet committed are lost with the process, and
@@ -28,15 +31,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..clock import Monotonic, monotonic_clock
 from ..contract import MAX_BATCH_SIZE
 from ..errors import LeaseLost, SchedulerError
-from ..models import Occurrence, Settlement
+from ..models import Occurrence, Renewal, Settlement
 from ..store.base import Store
-from .commit import Done
+from .commit import Done, StartTicket
 
 __all__ = [
     "NO_QUEUE_LIMITS",
@@ -97,6 +100,7 @@ class Settler:
         self._max_batch = max_batch
         self._changed = threading.Condition()
         self._pending: deque[tuple[Settlement, Done]] = deque()
+        self._starts: deque[tuple[Renewal, StartTicket]] = deque()
         self._in_flight = 0
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -114,45 +118,74 @@ class Settler:
                 )
                 self._thread.start()
 
-    def submit(self, settlement: Settlement, done: Done) -> None:
-        """Queue ``settlement``; ``done`` is called with its outcome after the commit."""
+    def submit(
+        self, settlement: Settlement, done: Done, *, start: Renewal | None = None
+    ) -> StartTicket | None:
+        """Queue ``settlement``; ``done`` is called with its outcome after the commit. With
+        ``start``: that attempt's start mark goes in the same commit (its ticket returned)."""
         # Validate in the caller's thread (a no-op for an attempt's checked settlement): a bad
         # settlement must fail its own attempt, not the batch it would have joined.
         settlement = settlement.check()
+        marks = [] if start is None else [(start, StartTicket())]
         with self._changed:
             if self._thread is None or self._closing:
                 closed = True
             else:
                 closed = False
                 self._pending.append((settlement, done))
+                self._starts.extend(marks)
                 self._changed.notify_all()
         if closed:  # no settler thread (stopped): commit in the caller's thread
-            self._commit([(settlement, done)])
+            self._commit([(settlement, done)], marks)
+        return marks[0][1] if marks else None
+
+    def mark_started(self, start: Renewal) -> StartTicket:
+        """Queue an attempt's start mark for the next commit (see :class:`Commit`)."""
+        ticket = StartTicket()
+        with self._changed:
+            closed = self._thread is None or self._closing
+            if not closed:
+                self._starts.append((start, ticket))
+                self._changed.notify_all()
+        if closed:
+            self._commit([], [(start, ticket)])
+        return ticket
 
     @property
     def pending(self) -> int:
         with self._changed:
-            return len(self._pending) + self._in_flight
+            return len(self._pending) + len(self._starts) + self._in_flight
 
     def _run(self) -> None:
         delay = RETRY_FIRST_S
         while True:
             with self._changed:
-                while not self._pending and not self._closing:
+                while not self._pending and not self._starts and not self._closing:
                     self._changed.wait()
-                if not self._pending:
+                if not self._pending and not self._starts:
                     return
                 batch = [
                     self._pending.popleft() for _ in range(min(self._max_batch, len(self._pending)))
                 ]
-                self._in_flight = len(batch)
-            committed = self._commit(batch, retry=True)
+                starts = [
+                    self._starts.popleft() for _ in range(min(self._max_batch, len(self._starts)))
+                ]
+                # An attempt settled (a check rejected it) while its mark waited: the settlement
+                # stands, the mark is moot (its handler never runs).
+                settled = {settlement.occurrence_id for settlement, _ in batch}
+                for start, ticket in starts:
+                    if start.occurrence_id in settled:
+                        ticket.resolve(LeaseLost(f"{start.occurrence_id} was settled unstarted"))
+                starts = [pair for pair in starts if pair[0].occurrence_id not in settled]
+                self._in_flight = len(batch) + len(starts)
+            committed = self._commit(batch, starts, retry=True)
             with self._changed:
                 self._in_flight = 0
                 if not committed:
                     # Storage trouble: keep the results and try again; their leases are still
                     # renewed, so nothing is run twice while the worker lives.
                     self._pending.extendleft(reversed(batch))
+                    self._starts.extendleft(reversed(starts))
                 self._changed.notify_all()
             if committed:
                 delay = RETRY_FIRST_S
@@ -161,10 +194,20 @@ class Settler:
                     self._changed.wait_for(lambda: self._closing, timeout=delay)
                 delay = min(RETRY_MAX_S, delay * 2)
 
-    def _commit(self, batch: list[tuple[Settlement, Done]], *, retry: bool = False) -> bool:
+    def _commit(
+        self,
+        batch: list[tuple[Settlement, Done]],
+        starts: Sequence[tuple[Renewal, StartTicket]] = (),
+        *,
+        retry: bool = False,
+    ) -> bool:
         settlements = [settlement for settlement, _ in batch]
         try:
-            outcomes: list[Occurrence | LeaseLost] = self._store.settle_batch(settlements)
+            both: list[Occurrence | LeaseLost] = (
+                self._store.settle_batch(settlements, starts=[start for start, _ in starts])
+                if starts
+                else self._store.settle_batch(settlements)
+            )
         except SchedulerError as exc:
             if retry and exc.code == "SCHEDULER_STORAGE_UNAVAILABLE" and not self._closing:
                 if (exc.details or {}).get("commitState") != "not_committed":
@@ -176,7 +219,12 @@ class Settler:
             logger.error("settling %d result(s) failed", len(batch), exc_info=True)
             for _, done in batch:
                 self._call(done, exc)
+            for _, ticket in starts:
+                ticket.resolve(exc)
             return True
+        outcomes = both[: len(settlements)]
+        for (_, ticket), marked in zip(starts, both[len(settlements) :], strict=True):
+            ticket.resolve(marked)
         if self._uncertain:
             outcomes = [
                 self._resolve(settlement, outcome)
@@ -219,7 +267,7 @@ class Settler:
             thread = self._thread
             deadline = self._monotonic() + timeout_s
             self._changed.wait_for(
-                lambda: not self._pending and not self._in_flight,
+                lambda: not self._pending and not self._starts and not self._in_flight,
                 timeout=max(0.0, deadline - self._monotonic()),
             )
             left = len(self._pending) + self._in_flight
@@ -231,6 +279,10 @@ class Settler:
             self._thread = None
             abandoned = list(self._pending)
             self._pending.clear()
+            unmarked = list(self._starts)
+            self._starts.clear()
+        for _, ticket in unmarked:  # their handlers never start
+            ticket.resolve(SchedulerError("The worker stopped before this attempt started"))
         for _, done in abandoned:
             self._call(done, SchedulerError("The worker stopped before this result committed"))
         return left == 0 and not abandoned
@@ -274,9 +326,11 @@ class Claimed:
 class ClaimAhead:
     """Keeps up to ``capacity`` claims in hand — running or buffered — with batched claims.
 
-    ``claim(limit, free)`` is the store call (``claim_batch`` with the worker's owner, lease,
-    kinds and queues bound; ``free``: how many slots could start a claim now, the most it may take
-    from queues with limits — from those a claim is a start, never a prefetch, SPEC §7).
+    ``claim(limit, free, start)`` is the store call (``claim_batch`` with the worker's owner,
+    lease, kinds and queues bound; ``free``: how many slots could start a claim now, the most it
+    may take from queues with limits — from those a claim is a start, never a prefetch, SPEC §7;
+    ``start``: how many slots wait idle for one — the claim marks that many started, and slots
+    take marked claims first; the others are marked by the settle that frees a slot).
     ``queue_states()`` says which queues have limits and which are paused (read at most once per
     claim); buffered claims of a queue paused since are given back at the next poll. Slots
     call :meth:`take` (a buffered claim, or ``None`` when stopping) and :meth:`done` when an
@@ -292,7 +346,7 @@ class ClaimAhead:
 
     def __init__(
         self,
-        claim: Callable[[int, int], list[Occurrence]],
+        claim: Callable[[int, int, int], list[Occurrence]],
         *,
         capacity: int,
         slots: int | None = None,
@@ -356,13 +410,27 @@ class ClaimAhead:
                     return claimed
                 self._changed.wait(0.5)
 
+    def take_nowait(self, stop: threading.Event) -> Claimed | None:
+        """A buffered claim if one is there now (``None`` when none is, or when stopping)."""
+        with self._changed:
+            while self._ready and not (stop.is_set() or self._stop.is_set()):
+                claimed = self._next_ready()
+                self._untrack(claimed)
+                if claimed.lost is None:
+                    self._busy += 1
+                    self._changed.notify_all()
+                    return claimed
+            return None
+
     def _next_ready(self) -> Claimed:
-        """The next buffered claim: one of a limited queue first (it was claimed for a slot that
-        is free now), else the oldest (the caller holds the lock)."""
-        for index, entry in enumerate(self._ready):
-            if entry.limited:
-                del self._ready[index]
-                return entry
+        """The next buffered claim: one the claim marked started first (claimed for a slot idle
+        then), then one of a limited queue (claimed for a slot that is free now), else the
+        oldest (the caller holds the lock)."""
+        for wanted in (lambda e: e.occurrence.started_at is not None, lambda e: e.limited):
+            for index, entry in enumerate(self._ready):
+                if wanted(entry):
+                    del self._ready[index]
+                    return entry
         return self._ready.popleft()
 
     def done(self, duration_s: float | None = None, *, stuck: bool = False) -> None:
@@ -440,11 +508,14 @@ class ClaimAhead:
                     - self._busy
                     - sum(1 for entry in self._ready if entry.limited),
                 )
+                # Slots waiting for a claim now start what this claim takes at once: marked
+                # started in the claim itself (the rest of the batch waits unmarked).
+                idle = max(0, self._slots - self._stuck - self._busy - len(self._ready))
             if paused:
                 self._give_back_paused(paused)
             seen = self._generation()
             try:
-                claimed = self._claim(want, 0 if states.unknown else free)
+                claimed = self._claim(want, 0 if states.unknown else free, min(idle, want))
             except Exception as exc:
                 self._on_error(exc)
                 self._wait_for_work(seen, self._stop)

@@ -33,7 +33,7 @@ from ..errors import InvalidArgument, NotFound, RuntimeRejection
 from ..models import Occurrence, RunResult, RunStatus
 from ..store.base import Store
 from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
-from .commit import Commit, CommitNow
+from .commit import Commit, CommitNow, StartTicket
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
 from .keeper import LeaseKeeper
@@ -359,10 +359,13 @@ class Runtime:
         workspace_id: str | None = None,
         queues: Collection[str] | None = None,
         limited: int | None = None,
+        start: int | None = None,
     ) -> list[Occurrence]:
         """Claim up to ``limit`` occurrences for this runtime in one transaction (by default only
         kinds it has handlers for; ``queues`` ``None``: every queue), at most ``limited`` of
-        them from queues with limits (see :meth:`Store.claim_batch`)."""
+        them from queues with limits, the first ``start`` marked started (``None``: all; see
+        :meth:`Store.claim_batch` — :meth:`run_claimed` marks the others before their
+        handlers)."""
         wanted = self._claim_kinds(job_kind, kinds)
         claimed = self.store.claim_batch(
             owner_id=self.owner_id,
@@ -373,6 +376,7 @@ class Runtime:
             workspace_id=workspace_id,
             queues=queues,
             limited=limited,
+            start=start,
         )
         if claimed:
             notify(self.observer, "claimed", claimed)
@@ -459,11 +463,14 @@ class Runtime:
         cancel: threading.Event | None = None,
         claimed_at: float | None = None,
         on_report: Callable[[Attempt], None] | None = None,
+        start: StartTicket | None = None,
     ) -> Attempt:
         """An attempt of this runtime for a claimed occurrence; :meth:`Attempt.run` runs it.
 
         ``commit`` writes its settlement; ``on_report`` hears once that it is over;
-        ``claimed_at`` is when the claim committed (this runtime's monotonic seconds).
+        ``claimed_at`` is when the claim committed (this runtime's monotonic seconds); ``start``
+        the start mark already on its way, for a claim held ahead (else the attempt asks
+        ``commit`` for one when it needs it).
         """
         return Attempt(
             self,
@@ -472,6 +479,7 @@ class Runtime:
             cancel=cancel,
             claimed_at=claimed_at,
             on_report=on_report,
+            start=start,
         )
 
     @property

@@ -10,7 +10,9 @@ settling by group commit, planning schedules, shutting down gracefully.
   an occurrence of a new kind waits for a worker that knows it.
 * **Settles** — a slot hands its settlement to the settler and takes the next occurrence at once;
   the settler commits everything handed over since its last commit in one transaction
-  (:class:`~jobledger.engine.batching.Settler`). Every held lease — running, buffered or settling —
+  (:class:`~jobledger.engine.batching.Settler`). A buffered claim's start mark rides in the
+  settle that freed its slot; its handler begins once that commit returned
+  (:class:`~jobledger.engine.starts.SlotCommit`). Every held lease — running, buffered or settling —
   is renewed together on one heartbeat (:class:`~jobledger.engine.keeper.LeaseKeeper`).
 * **Schedules** — with ``planner=True`` (the default) a planner thread runs
   :meth:`jobledger.Planner.tick` whenever a slot falls due (and at least every
@@ -60,11 +62,13 @@ from ..errors import InvalidArgument, SchedulerError
 from ..models import Occurrence, RunResult
 from .attempt import SHUTDOWN_REASON, Attempt
 from .batching import ClaimAhead, Claimed, Settler
+from .commit import StartTicket
 from .housekeeping import Housekeeper
 from .observe import attempt_fields, notify
 from .options import PREFETCH_WINDOW, WorkerOptions
 from .queues import QueueWatch
 from .runtime import Runtime
+from .starts import SlotCommit
 
 __all__ = ["Service", "Worker", "WorkerSummary"]
 
@@ -286,12 +290,13 @@ class Worker:
         settler = Settler(store, monotonic=self._monotonic)
         queues = None if options.queues is None else sorted(options.queues)
         feed = ClaimAhead(
-            lambda limit, free: runtime.claim_batch(
+            lambda limit, free, start: runtime.claim_batch(
                 limit,
                 kinds=self.kinds,
                 workspace_id=options.workspace_id,
                 queues=queues,
                 limited=min(limit, free),
+                start=start,
             ),
             capacity=options.concurrency + options.effective_prefetch,
             slots=options.concurrency,
@@ -397,18 +402,22 @@ class Worker:
         return previous
 
     def _slot(self, stop: threading.Event, feed: ClaimAhead, settler: Settler) -> None:
+        runtime = self.runtime
+        commit = SlotCommit(
+            settler, feed, stop, owner_id=runtime.owner_id, lease_ms=runtime.lease_ms
+        )
         try:
-            while True:
-                claimed = feed.take(stop)
-                if claimed is None:
-                    return
-                self._run_claimed(claimed, feed, settler)
+            while (taken := commit.next()) is not None:
+                self._run_claimed(*taken, feed, commit)
+            commit.flush()
         except BaseException:
             # SystemExit from a handler ends a thread silently; say why this slot is gone.
             logger.exception("a worker slot stopped unexpectedly")
             raise
 
-    def _run_claimed(self, claimed: Claimed, feed: ClaimAhead, settler: Settler) -> None:
+    def _run_claimed(
+        self, claimed: Claimed, start: StartTicket | None, feed: ClaimAhead, commit: SlotCommit
+    ) -> None:
         """Run one buffered claim as an attempt whose settlement the settler group-commits.
 
         The claim stays counted against the worker's capacity until its result is committed
@@ -436,9 +445,10 @@ class Worker:
 
         attempt = self.runtime.attempt(
             claimed.occurrence,
-            commit=settler,
+            commit=commit,
             claimed_at=claimed.claimed_at,
             on_report=reported,
+            start=start,
         )
         try:
             attempt.run()

@@ -17,7 +17,10 @@ AdjudicationDecision = Literal["applied", "not_applied"]
 class Adjudication:
     """A recorded decision. ``status`` is ``"applied"`` once its effect is complete (at once for
     ``applied``; for ``not_applied`` when the granted run settled — ``retry_outcome`` is then
-    that run's status and error), ``"pending"`` while the granted run has not settled."""
+    that run's status and error — an outcome unknown again when that run was lost too, which
+    is a case of its own), ``"pending"`` while the granted run has not settled. One decision per
+    case, a case being one lost attempt: ``expected_fence`` names it. ``started_at``: when the
+    lost attempt's handler began (``None``: unknown, a case decided before schema v5)."""
 
     occurrence_id: str
     job_id: str
@@ -33,9 +36,11 @@ class Adjudication:
     applied_at: int | None
     retry_outcome: Any
     retry_settled_at: int | None
+    started_at: int | None = None
 
     created_time = UtcTime("created_at")
     applied_time = UtcTimeOrNone("applied_at")
+    started_time = UtcTimeOrNone("started_at")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,18 +58,24 @@ class Adjudication:
             "appliedAt": self.applied_at,
             "retryOutcome": self.retry_outcome,
             "retrySettledAt": self.retry_settled_at,
+            "startedAt": self.started_at,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class AdjudicationCase:
-    """An occurrence whose outcome is unknown, as an operator sees it.
+    """An attempt whose outcome is unknown, as an operator sees it: one case per lost attempt
+    (a re-run granted by ``not_applied`` that is lost again is a new case, ``previous`` holds
+    the decisions of the earlier ones, oldest first).
 
-    ``eligible``: a dead letter whose last error code ends in ``_OUTCOME_UNKNOWN`` and that has
-    no decision yet. ``evidence_digest`` (``sha256:…``): while eligible, the digest of the
-    evidence a decision must name (compare-and-swap: it changes whenever the occurrence does);
-    afterwards the digest the decision named. ``adjudication``: the decision, once recorded.
-    ``kind``, ``payload`` and ``last_error`` are the evidence shown to the operator.
+    ``eligible``: a dead letter whose last error code ends in ``_OUTCOME_UNKNOWN`` and whose
+    attempt (its ``fence``) has no decision yet. ``started_at``: when that attempt's handler
+    began (``None``: unknown — a case from before schema v5); an attempt whose handler never
+    began is given back and run again, never made a case. ``evidence_digest`` (``sha256:…``):
+    while eligible, the digest of the evidence a decision must name (compare-and-swap: it
+    changes whenever the occurrence does); afterwards the digest the decision named.
+    ``adjudication``: the decision, once recorded. ``kind``, ``payload`` and ``last_error`` are
+    the evidence shown to the operator.
     """
 
     occurrence_id: str
@@ -81,8 +92,11 @@ class AdjudicationCase:
     eligible: bool
     evidence_digest: str | None
     adjudication: Adjudication | None
+    started_at: int | None = None
+    previous: tuple[Adjudication, ...] = ()
 
     settled_time = UtcTimeOrNone("settled_at")
+    started_time = UtcTimeOrNone("started_at")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,4 +114,6 @@ class AdjudicationCase:
             "eligible": self.eligible,
             "evidenceDigest": self.evidence_digest,
             "adjudication": None if self.adjudication is None else self.adjudication.to_dict(),
+            "startedAt": self.started_at,
+            "previous": [decision.to_dict() for decision in self.previous],
         }

@@ -196,7 +196,9 @@ class Occurrence:
     ``tracestate``) of the enqueue that made it, when that enqueue was traced
     (``docs/observability.md``). ``job`` is set only on occurrences returned by a claim: the
     job as it was inside the claiming transaction, so a runtime needs no second read; and on those
-    ``reclaimed`` says the claim took over an expired lease.
+    ``reclaimed`` says the claim took over an expired lease. ``started_at``: when the handler
+    of the current (or last) attempt began — ``None`` while the attempt is only claimed (say,
+    buffered ahead of a free slot): a crash gives such an attempt back instead of spending it.
     """
 
     id: str
@@ -231,6 +233,7 @@ class Occurrence:
     parents: tuple[str, ...] = ()
     on_parent_failure: ParentFailurePolicy | None = None
     trace_context: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
+    started_at: int | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -244,6 +247,7 @@ class Occurrence:
     created_time = UtcTime("created_at")
     updated_time = UtcTime("updated_at")
     settled_time = UtcTimeOrNone("settled_at")
+    started_time = UtcTimeOrNone("started_at")
 
 
 @dataclass(frozen=True, slots=True)

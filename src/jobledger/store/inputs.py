@@ -502,6 +502,20 @@ def normalize_renewals(renewals: object) -> list[tuple[str, str, int, int]]:
     return normalized
 
 
+def normalize_starts(starts: object, settled: set[str]) -> list[tuple[str, str, int, int]]:
+    """Validate the starts of a settle batch (as renewals), none of them settled in it too."""
+    if not isinstance(starts, (list, tuple)):
+        raise InvalidArgument("starts must be a list of Renewal", details={"field": "starts"})
+    normalized = normalize_renewals(starts)
+    for index, (key, _, _, _) in enumerate(normalized):
+        if key in settled:
+            raise InvalidArgument(
+                f"starts[{index}] starts {key}, which the batch settles",
+                details={"index": index, "field": "starts"},
+            )
+    return normalized
+
+
 def normalize_requeue_args(
     *, occurrence_id: object, expected_fence: object, reason: object, actor: object
 ) -> tuple[str, int, str, str]:

@@ -441,7 +441,7 @@ SELECT kind, status, COUNT(*) AS n FROM occurrences WHERE job_id = :job_id
 GROUP BY kind, status
 
 -- name: running_of_owner
-SELECT occurrence_id, job_id, fence, lease_expires_at FROM occurrences
+SELECT occurrence_id, job_id, fence, lease_owner, lease_expires_at, started_at FROM occurrences
 WHERE status = 'running' AND lease_owner = :owner_id
 
 -- ===========================================================================================
@@ -449,7 +449,9 @@ WHERE status = 'running' AND lease_owner = :owner_id
 
 -- name: dead_letter_expired_lease
 -- A final attempt's expired lease, or an outcome-unknown one (adjudicate = 1), ends in a dead
--- letter; the instant never goes back before the row's last change (see renew_lease).
+-- letter — only once its handler began (started_at; a never-started one is given back by
+-- give_back_unstarted); the instant never goes back before the row's last change (see
+-- renew_lease).
 UPDATE occurrences
 SET status = 'dead_letter',
     lease_owner = NULL,
@@ -462,6 +464,7 @@ WHERE occurrence_id = :occurrence_id
   AND lease_owner = :owner_id
   AND fence = :fence
   AND lease_expires_at <= :now
+  AND started_at IS NOT NULL
   AND (attempt >= max_attempts OR adjudicate = 1)
 RETURNING kind, queue, partition_key, updated_at
 
@@ -476,6 +479,26 @@ RETURNING kind, queue, partition_key, updated_at
 -- step of the clock its holder keeps it. Settle and release take the same guard.
 UPDATE occurrences
 SET lease_expires_at = CASE
+      WHEN lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms
+      THEN lease_expires_at
+      ELSE (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms END,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+       OR (:holder_live = 1 AND lease_expires_at > updated_at))
+RETURNING *
+
+-- name: mark_started
+-- The handler of this attempt begins (SPEC §9, crash recovery): written, fenced as renew_lease,
+-- before the handler runs; it renews the lease too (it is the attempt's lease check). The first
+-- mark stands.
+UPDATE occurrences
+SET started_at = CASE WHEN started_at IS NOT NULL THEN started_at
+      WHEN updated_at > :now THEN updated_at ELSE :now END,
+    lease_expires_at = CASE
       WHEN lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms
       THEN lease_expires_at
       ELSE (CASE WHEN updated_at > :now THEN updated_at ELSE :now END) + :lease_ms END,
@@ -538,6 +561,7 @@ SET status = 'retry_wait',
     gate = 1,
     lease_owner = NULL,
     lease_expires_at = NULL,
+    started_at = NULL,
     updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
 WHERE occurrence_id = :occurrence_id
   AND status = 'running'
@@ -545,6 +569,26 @@ WHERE occurrence_id = :occurrence_id
   AND fence = :fence
   AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
        OR (:holder_live = 1 AND lease_expires_at > updated_at))
+RETURNING *
+
+-- name: give_back_unstarted
+-- A claim whose handler never began (started_at NULL) and whose holder is gone — its lease
+-- expired (:expired = 1), or its owner is known dead — is given back as release_lease gives it:
+-- no attempt spent, no dead letter, no outcome-unknown case, no backoff; claimable at once.
+UPDATE occurrences
+SET status = 'retry_wait',
+    attempt = attempt - 1,
+    available_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END,
+    gate = 1,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = CASE WHEN updated_at > :now THEN updated_at ELSE :now END
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND started_at IS NULL
+  AND (:expired = 0 OR lease_expires_at <= :now)
 RETURNING *
 
 -- name: expire_lease
@@ -558,6 +602,7 @@ WHERE occurrence_id = :occurrence_id
   AND status = 'running'
   AND lease_owner = :owner_id
   AND fence = :fence
+  AND started_at IS NOT NULL
   AND lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
 RETURNING *
 
@@ -876,16 +921,30 @@ WHERE occurrence_id = :occurrence_id
 UPDATE occurrences SET result_read_at = :now
 WHERE occurrence_id = :occurrence_id AND status = 'succeeded' AND result_read_at IS NULL
 
--- name: get_adjudication
+-- name: adjudications_of
+-- Every decision on the occurrence's cases (one per lost attempt), oldest first.
 SELECT * FROM jobledger_adjudications WHERE occurrence_id = :occurrence_id
+ORDER BY expected_fence
+
+-- name: close_adjudications
+-- A decision on a later case ends the earlier not_applied ones: their granted run was lost
+-- too (its outcome: the dead letter that became the later case).
+UPDATE jobledger_adjudications
+SET status = 'applied',
+    applied_at = :settled_at,
+    retry_settled_at = :settled_at,
+    retry_outcome_json = :outcome_json
+WHERE occurrence_id = :occurrence_id
+  AND status = 'pending'
+  AND expected_fence < :fence
 
 -- name: insert_adjudication
 INSERT INTO jobledger_adjudications
   (occurrence_id, job_id, request_id, decision, evidence_digest, expected_attempt,
-   expected_fence, reason, actor, status, created_at, applied_at)
+   expected_fence, reason, actor, status, created_at, applied_at, started_at)
 VALUES
   (:occurrence_id, :job_id, :request_id, :decision, :evidence_digest, :expected_attempt,
-   :expected_fence, :reason, :actor, :status, :now, :applied_at)
+   :expected_fence, :reason, :actor, :status, :now, :applied_at, :started_at)
 
 -- name: adjudicate_applied
 -- The side effect happened: succeeded now, without running the handler again.

@@ -138,6 +138,7 @@ def occurrence_from_row(
         parents=parents,
         on_parent_failure=row["on_parent_failure"],
         trace_context=read_trace_context(row["trace_json"]),
+        started_at=None if row["started_at"] is None else int(row["started_at"]),
     )
 
 

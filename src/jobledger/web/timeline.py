@@ -23,6 +23,7 @@ _TITLES: dict[str, tuple[str, Tone]] = {
     "occurrence_claimed": ("Claimed", "info"),
     "occurrence_reclaimed": ("Reclaimed after the previous lease expired", "warn"),
     "occurrence_renewed": ("Lease renewed", "muted"),
+    "occurrence_started": ("Handler started (a claim held ahead)", "muted"),
     "occurrence_succeeded": ("Succeeded", "good"),
     "occurrence_retry_scheduled": ("Failed — retry scheduled", "warn"),
     "occurrence_dead_lettered": ("Dead-lettered", "bad"),

@@ -2,8 +2,11 @@
 
 An occurrence whose worker was lost while its job's ``on_lost_lease`` is ``"adjudicate"``, or
 whose handler raised :class:`jobledger.OutcomeUnknown`, is a dead letter with an error code
-ending in ``_OUTCOME_UNKNOWN``: nobody knows whether its side effect happened. Such a case is
-*eligible* until an operator records one decision:
+ending in ``_OUTCOME_UNKNOWN``: nobody knows whether its side effect happened. A case is one
+such lost attempt (the occurrence and the fence of that attempt): a re-run granted by
+``not_applied`` that is lost again is a new case. An attempt whose handler never began is never
+a case (crash recovery gives it back: ``started_at``). A case is *eligible* until an operator
+records one decision:
 
 * ``applied`` — the effect happened: in the decision's own transaction the occurrence settles
   ``succeeded`` with result ``{"adjudication": "applied", "requestId": …}``; no handler runs.
@@ -13,13 +16,15 @@ ending in ``_OUTCOME_UNKNOWN``: nobody knows whether its side effect happened. S
 The decision names the case's **evidence digest** (compare-and-swap): a digest of everything the
 operator saw (the occurrence's identity, status, attempt, fence, payload and authority digests,
 last error, settle instant). If the occurrence changed since, the decision is refused with
-``SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT`` and nothing is written. A second decision is
-``SCHEDULER_ADJUDICATION_ALREADY_RECORDED``. The decision row and the event
+``SCHEDULER_ADJUDICATION_EVIDENCE_CONFLICT`` and nothing is written. A second decision on the
+same case is ``SCHEDULER_ADJUDICATION_ALREADY_RECORDED``. The decision row (keyed by occurrence
+and fence, with when the lost attempt's handler began) and the event
 ``occurrence_adjudication_recorded`` are written in the same transaction as its effect.
 
 The decision row's ``status`` column is ``applied`` at once for an ``applied`` decision and stays
 ``pending`` for ``not_applied``; the granted run's outcome is read from the occurrence itself
-(:attr:`Adjudication.retry_outcome`), so settling it costs the hot settle path nothing.
+(:attr:`Adjudication.retry_outcome`), so settling it costs the hot settle path nothing; when
+that run was lost too, the decision on the new case records the earlier one's outcome.
 """
 
 from __future__ import annotations
@@ -108,7 +113,9 @@ def awaits_adjudication(tx: Tx, row: Row) -> bool:
     §9), so :meth:`requeue_dead_letter` refuses it unless the operator overrides."""
     if not _eligible(row):
         return False
-    return tx.one("get_adjudication", {"occurrence_id": row["occurrence_id"]}) is None
+    fence = int(row["fence"])
+    decisions = tx.all("adjudications_of", {"occurrence_id": row["occurrence_id"]})
+    return all(int(decision["expected_fence"]) != fence for decision in decisions)
 
 
 def _reason(value: object) -> str:
@@ -174,12 +181,21 @@ class AdjudicationOperations(OperationsBase):
             ),
             retry_outcome=retry_outcome,
             retry_settled_at=None if retry_settled_at is None else int(retry_settled_at),
+            started_at=None if row["started_at"] is None else int(row["started_at"]),
         )
 
     def _case(self, tx: Tx, row: Row) -> AdjudicationCase:
-        decided = tx.one("get_adjudication", {"occurrence_id": row["occurrence_id"]})
-        adjudication = self._adjudication(decided, row)
-        eligible = adjudication is None and _eligible(row)
+        """The occurrence's case: its open one (an outcome-unknown dead letter whose attempt has
+        no decision), else its latest decided one; ``previous``: the decisions before."""
+        decisions = [
+            decision
+            for found in tx.all("adjudications_of", {"occurrence_id": row["occurrence_id"]})
+            if (decision := self._adjudication(found, row)) is not None
+        ]
+        fence = int(row["fence"])
+        eligible = _eligible(row) and all(d.expected_fence != fence for d in decisions)
+        adjudication = None if eligible or not decisions else decisions[-1]
+        previous = tuple(decisions if adjudication is None else decisions[:-1])
         authority = self._authority_of(tx, [int(row["authority_id"])])[int(row["authority_id"])]
         last_error = _json(row["last_error_json"], "occurrence error")
         digest = (
@@ -204,6 +220,12 @@ class AdjudicationOperations(OperationsBase):
             eligible=eligible,
             evidence_digest=digest,
             adjudication=adjudication,
+            started_at=(
+                (None if row["started_at"] is None else int(row["started_at"]))
+                if adjudication is None
+                else adjudication.started_at
+            ),
+            previous=previous,
         )
 
     def adjudication_cases(self, *, limit: int = 50) -> list[AdjudicationCase]:
@@ -288,7 +310,13 @@ class AdjudicationOperations(OperationsBase):
             row = self._occurrence_row(tx, key)
             if row is None:
                 raise NotFound(f"Scheduler occurrence does not exist: {key}")
-            decided = tx.one("get_adjudication", {"occurrence_id": key})
+            fence = int(row["fence"])
+            decisions = tx.all("adjudications_of", {"occurrence_id": key})
+            # A decision on this lost attempt (its fence) — or, when the occurrence is no case
+            # now, the latest decision: the case the caller means was decided.
+            decided = next((d for d in decisions if int(d["expected_fence"]) == fence), None)
+            if decided is None and decisions and not _eligible(row):
+                decided = decisions[-1]
             if decided is not None:
                 raise AdjudicationConflict(
                     f"Occurrence {key} was already adjudicated",
@@ -304,7 +332,7 @@ class AdjudicationOperations(OperationsBase):
                 )
             authority = self._authority_of(tx, [int(row["authority_id"])])
             actual = evidence_digest_for(row, authority[int(row["authority_id"])])
-            attempt, fence = int(row["attempt"]), int(row["fence"])
+            attempt = int(row["attempt"])
             if actual != evidence_digest:
                 raise AdjudicationConflict(
                     "The evidence changed since it was read: read the case again",
@@ -344,6 +372,23 @@ class AdjudicationOperations(OperationsBase):
             at = int(changed["updated_at"])
             if chosen == "applied":  # its effects happened: its blocked children (SPEC §10) go on
                 dependencies.decide_children(tx, now, [changed], self.work_signal)
+            if decisions:
+                # The run an earlier not_applied granted was lost too: this case is its outcome.
+                settled_at = None if row["settled_at"] is None else int(row["settled_at"])
+                tx.run(
+                    "close_adjudications",
+                    {
+                        "occurrence_id": key,
+                        "fence": fence,
+                        "settled_at": at if settled_at is None else settled_at,
+                        "outcome_json": contract.encode_trusted_json(
+                            {
+                                "status": row["status"],
+                                "error": _json(row["last_error_json"], "occurrence error"),
+                            }
+                        ),
+                    },
+                )
             tx.run(
                 "insert_adjudication",
                 {
@@ -359,6 +404,7 @@ class AdjudicationOperations(OperationsBase):
                     "status": "applied" if chosen == "applied" else "pending",
                     "now": at,
                     "applied_at": at if chosen == "applied" else None,
+                    "started_at": row["started_at"],
                 },
             )
             self._append_event(

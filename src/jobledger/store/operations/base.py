@@ -122,6 +122,54 @@ class OperationsBase(ABC):
         database's clock, which a worker machine's clock step does not move."""
         return frozenset()
 
+    def _give_back_unstarted(
+        self, tx: Tx, now: int, held: Sequence[Row], *, reason: str, expired: bool = True
+    ) -> list[Row]:
+        """Give back the claims among ``held`` (rows with ``occurrence_id``, ``lease_owner``,
+        ``fence``) whose handler never began (``started_at`` NULL) and whose holder is gone —
+        their lease expired, or (``expired=False``) their owner is known dead: each goes back to
+        ``retry_wait``, claimable at once through staging, its attempt not spent — no dead
+        letter, no outcome-unknown case, no backoff. Appends ``occurrence_released`` ``{attempt,
+        reason, started: false}`` per row (owner and fence: the claim's). Returns the rows given
+        back, as the statement left them."""
+        if not held:
+            return []
+        updated = tx.rows_many(
+            "give_back_unstarted",
+            [
+                {
+                    "occurrence_id": row["occurrence_id"],
+                    "owner_id": row["lease_owner"],
+                    "fence": row["fence"],
+                    "now": now,
+                    "expired": 1 if expired else 0,
+                }
+                for row in held
+            ],
+        )
+        given = [
+            (before["lease_owner"], after)
+            for before, after in zip(held, updated, strict=True)
+            if after is not None
+        ]
+        if given:
+            events = [
+                common.event_params(
+                    job_id=row["job_id"],
+                    occurrence_id=row["occurrence_id"],
+                    event_type="occurrence_released",
+                    occurred_at=int(row["updated_at"]),
+                    owner_id=owner,
+                    fence=int(row["fence"]),
+                    data_json=contract.encode_trusted_json(
+                        {"attempt": int(row["attempt"]), "reason": reason, "started": False}
+                    ),
+                )
+                for owner, row in given
+            ]
+            tx.run("insert_events", tx.table(events))
+        return [row for _, row in given]
+
     def _without_live_leases(self, rows: Sequence[Row]) -> list[Row]:
         """These expired-lease rows less those a live owner still holds: its lock is held and
         nothing ended the lease (``lease_expires_at > updated_at``: not reaped, not changed

@@ -7,8 +7,10 @@ A claim batch, in one write transaction:
 2. **locks** (PostgreSQL) — each queue's advisory lock, shared, or exclusive for a queue with a
    ``concurrency`` or ``rate`` limit (and a ``worker_concurrency`` lock per owner), so limits and
    pauses hold under any interleaving; then the declarations are read;
-3. **expired leases** — final attempts and outcome-unknown ones become dead letters (the lazy
-   sweep); the others are reclaim candidates;
+3. **expired leases** — a claim whose handler never began (``started_at`` NULL) is given back
+   (no attempt spent) and staged with the waiting rows; of the started ones, final attempts and
+   outcome-unknown ones become dead letters (the lazy sweep), the others are reclaim
+   candidates;
 4. **staging** — due waiting rows become ready, through admission for partition-limited queues
    (:mod:`.admission`);
 5. **room** — per queue: none while paused; else the room its limits leave (bounded counts);
@@ -99,17 +101,29 @@ class ClaimOperations(OperationsBase):
 
     # -- the lazy sweep -----------------------------------------------------------------------
 
-    def _end_expired_leases(self, tx: Tx, now: int, expired: Sequence[Row]) -> set[Lane]:
-        """Dead-letter running occurrences whose final attempt's lease expired, and those whose
-        lost lease must be adjudicated (outcome unknown). Returns the partitions they freed."""
+    def _end_expired_leases(
+        self, tx: Tx, now: int, expired: Sequence[Row]
+    ) -> tuple[set[Lane], list[Row]]:
+        """Give back the expired claims whose handler never began; dead-letter the started ones
+        whose final attempt's lease expired, and those whose lost lease must be adjudicated
+        (outcome unknown). Returns the partitions they freed and the rows given back (waiting
+        rows now, for the caller to stage)."""
+        given_back = self._give_back_unstarted(
+            tx, now, [row for row in expired if row["started_at"] is None], reason="lease_expired"
+        )
         ending = [
             row
             for row in expired
-            if int(row["attempt"]) >= int(row["max_attempts"]) or int(row["adjudicate"])
+            if row["started_at"] is not None
+            and (int(row["attempt"]) >= int(row["max_attempts"]) or int(row["adjudicate"]))
         ]
         events: list[dict[str, Any]] = []
         tally: Counter[tuple[int, str, str, str]] = Counter()
-        freed: set[Lane] = set()
+        freed: set[Lane] = {
+            (row["queue"], row["partition_key"])
+            for row in given_back
+            if row["partition_key"] is not None
+        }
         ended: list[dict[str, Any]] = []
         for row in ending:
             unknown = bool(row["adjudicate"])
@@ -162,7 +176,7 @@ class ClaimOperations(OperationsBase):
             tx.many("add_throughput", common.throughput_params(tally))
         # Dead letters decide their blocked children (an outcome-unknown one decides nothing).
         dependencies.decide_children(tx, now, ended, self.work_signal)
-        return freed
+        return freed, given_back
 
     # -- planning a claim ---------------------------------------------------------------------
 
@@ -261,23 +275,27 @@ class ClaimOperations(OperationsBase):
         workspace: str | None,
         limit: int,
         limited: int | None = None,
+        start: int | None = None,
     ) -> _Staged:
         """One claim transaction's body (see the module docstring). ``limited``: at most this
-        many rows from queues with any limit (a worker's free slots: no prefetch from them)."""
+        many rows from queues with any limit (a worker's free slots: no prefetch from them);
+        ``start``: how many of the rows taken (the first, in claim order) start their handlers at
+        once and are marked started (``None``: all)."""
         lanes = self._lanes(tx, kinds=kinds, queues=queues, workspace=workspace)
         # A live owner's expired lease is left to it (SQLite: a clock step forward; see
         # OperationsBase._without_live_leases): neither reclaimed nor swept.
         expired = self._without_live_leases(
             tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
         )
-        waiting = tx.all("waiting_due", {"now": now, "limit": STAGE_BATCH})
+        waiting = list(tx.all("waiting_due", {"now": now, "limit": STAGE_BATCH}))
         wakes = tx.all("due_rate_wakes", {"now": now, "limit": WAKE_BATCH})
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_queues = None if queues is None else set(queues)
         reclaimable = [
             row
             for row in expired
-            if int(row["attempt"]) < int(row["max_attempts"])
+            if row["started_at"] is not None
+            and int(row["attempt"]) < int(row["max_attempts"])
             and not int(row["adjudicate"])
             and int(row["runnable"])
             and (wanted_kinds is None or row["kind"] in wanted_kinds)
@@ -299,8 +317,8 @@ class ClaimOperations(OperationsBase):
         now = max(now, tx.now())
         declared = load_queues(tx)  # read after the locks: a pause that returned is seen
         gate = Gate(tx, now, declared, lock=self._take_locks)
-        freed = self._end_expired_leases(tx, now, expired)
-        if gate.stage(waiting, wakes, freed):
+        freed, given_back = self._end_expired_leases(tx, now, expired)
+        if gate.stage([*waiting, *given_back], wakes, freed):
             lanes = self._lanes(tx, kinds=kinds, queues=queues, workspace=workspace)
             late = {queue for queue, _ in lanes} - touched
             if late:  # not expected (see above), but never claim from an unlocked queue
@@ -320,7 +338,9 @@ class ClaimOperations(OperationsBase):
             # Due rows may wait behind the batch this claim staged (all held, say): the caller
             # claims again in a new transaction rather than report nothing claimable.
             return _Staged([], more=len(waiting) >= STAGE_BATCH)
-        return _Staged(self._lease(tx, now, picked, owner=owner, lease=lease, declared=declared))
+        return _Staged(
+            self._lease(tx, now, picked, owner=owner, lease=lease, declared=declared, start=start)
+        )
 
     @staticmethod
     def _pick(
@@ -375,11 +395,15 @@ class ClaimOperations(OperationsBase):
         lease: int,
         declared: Mapping[str, Queue],
         targeted: bool = False,
+        start: int | None = None,
     ) -> list[Occurrence]:
+        seqs = [int(row["seq"]) for row in picked]
         leased = tx.all(
             "apply_claims",
             {
-                "ids": tx.id_list([int(row["seq"]) for row in picked]),
+                "ids": tx.id_list(seqs),
+                # Their handlers start at once: marked started in the claim itself.
+                "starts": tx.id_list(seqs if start is None else seqs[:start]),
                 "owner_id": owner,
                 "lease_ms": common.checked_lease(now, lease),
                 "now": now,
@@ -477,6 +501,7 @@ class ClaimOperations(OperationsBase):
         kinds: Collection[str] | None = None,
         queues: Collection[str] | None = None,
         limited: int | None = None,
+        start: int | None = None,
     ) -> list[Occurrence]:
         owner = contract.normalize_identifier(owner_id, "ownerId")
         lease = contract.normalize_lease_ms(lease_ms)
@@ -487,6 +512,10 @@ class ClaimOperations(OperationsBase):
         if limited is not None and (type(limited) is not int or not 0 <= limited <= count):
             raise InvalidArgument(
                 "limited must be an integer between 0 and limit", details={"field": "limited"}
+            )
+        if start is not None and (type(start) is not int or not 0 <= start <= count):
+            raise InvalidArgument(
+                "start must be an integer between 0 and limit", details={"field": "start"}
             )
         return self._claim_rounds(
             lambda tx: self._claim(
@@ -499,6 +528,7 @@ class ClaimOperations(OperationsBase):
                 workspace=workspace,
                 limit=count,
                 limited=limited,
+                start=start,
             )
         )
 
@@ -529,9 +559,9 @@ class ClaimOperations(OperationsBase):
             expired = self._without_live_leases(
                 tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
             )
-            freed = self._end_expired_leases(tx, now, expired)
-            if freed:
-                Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(freed)
+            freed, given_back = self._end_expired_leases(tx, now, expired)
+            if freed or given_back:
+                Gate(tx, now, load_queues(tx), lock=self._take_locks).stage(given_back, [], freed)
             if any(expired_row["occurrence_id"] == key for expired_row in expired):
                 row = tx.one("claim_target", {"occurrence_id": key})
                 if row is None:

@@ -42,11 +42,18 @@ class LeaseOperations(OperationsBase):
     # -- renewals ---------------------------------------------------------------------------
 
     def _renew_many(
-        self, tx: Tx, now: int, renewals: Sequence[tuple[str, str, int, int]]
+        self,
+        tx: Tx,
+        now: int,
+        renewals: Sequence[tuple[str, str, int, int]],
+        *,
+        started: bool = False,
     ) -> list[Occurrence | LeaseLost]:
+        """Renew these leases — or, ``started``, mark their handlers started (which renews
+        them too: ``mark_started``)."""
         live = self._held_owners({owner for _, owner, _, _ in renewals})
         updated = tx.rows_many(
-            "renew_lease",
+            "mark_started" if started else "renew_lease",
             [
                 {
                     "occurrence_id": key,
@@ -73,11 +80,16 @@ class LeaseOperations(OperationsBase):
                 common.event_params(
                     job_id=renewed.job_id,
                     occurrence_id=key,
-                    event_type="occurrence_renewed",
+                    event_type="occurrence_started" if started else "occurrence_renewed",
                     occurred_at=renewed.updated_at,
                     owner_id=owner,
                     fence=fence,
-                    data_json=f'{{"leaseExpiresAt":{renewed.lease_expires_at}}}',
+                    data_json=(
+                        f'{{"attempt":{renewed.attempt},'
+                        f'"leaseExpiresAt":{renewed.lease_expires_at}}}'
+                        if started
+                        else f'{{"leaseExpiresAt":{renewed.lease_expires_at}}}'
+                    ),
                 )
             )
         if events:
@@ -209,14 +221,27 @@ class LeaseOperations(OperationsBase):
         self._after_settle([occurrence.id])
         return occurrence
 
-    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
+    def settle_batch(
+        self, settlements: Sequence[Settlement], *, starts: Sequence[Renewal] = ()
+    ) -> list[Occurrence | LeaseLost]:
         requests = inputs.normalize_settlements(settlements)
-        if not requests:
+        marks = inputs.normalize_starts(starts, {request.occurrence_id for request in requests})
+        if not requests and not marks:
             self._assert_open()
             return []
-        results = self._write(lambda tx: self._settle_many(tx, tx.now(), requests))
-        self._after_settle(r.id for r in results if isinstance(r, Occurrence))
+
+        def body(tx: Tx) -> list[Occurrence | LeaseLost]:
+            now = tx.now()
+            settled = self._settle_many(tx, now, requests) if requests else []
+            marked = self._renew_many(tx, now, marks, started=True) if marks else []
+            return [*settled, *marked]
+
+        results = self._write(body)
+        self._after_settle(r.id for r in results[: len(requests)] if isinstance(r, Occurrence))
         return results
+
+    def start_batch(self, starts: Sequence[Renewal]) -> list[Occurrence | LeaseLost]:
+        return self.settle_batch((), starts=starts)
 
     # -- giving leases up -------------------------------------------------------------------
 
@@ -263,10 +288,13 @@ class LeaseOperations(OperationsBase):
         """End every live lease of ``owner_id`` now, because that owner is known to be gone.
 
         For a worker whose death is certain (its lock could be taken: the process or database
-        session that held it is gone). The next claim takes each occurrence over — or
-        dead-letters it, if that was its final attempt — exactly as after a natural expiry;
-        fences keep this safe even if the owner were still alive. Appends
-        ``occurrence_lease_expired`` with ``{reason}`` per lease.
+        session that held it is gone). A claim whose handler never began (``started_at``
+        NULL: buffered ahead of a free slot) is given back at once, its attempt not spent
+        (``occurrence_released`` ``{attempt, reason, started: false}``). For the others the
+        next claim takes each occurrence over — or dead-letters it, if that was its final
+        attempt or its outcome must be adjudicated — exactly as after a natural expiry; fences
+        keep this safe even if the owner were still alive. Appends ``occurrence_lease_expired``
+        with ``{reason}`` per lease. Returns the occurrences given back, then those expired.
         """
         owner = contract.normalize_identifier(owner_id, "ownerId")
         why = contract.normalize_identifier(reason, "reason", max_length=128)
@@ -274,6 +302,20 @@ class LeaseOperations(OperationsBase):
         def body(tx: Tx) -> list[Occurrence]:
             now = tx.now()
             held = tx.all("running_of_owner", {"owner_id": owner})
+            # Claims whose handler never began go back at once, their attempt not spent.
+            given_back = self._give_back_unstarted(
+                tx,
+                now,
+                [row for row in held if row["started_at"] is None],
+                reason=why,
+                expired=False,
+            )
+            lanes = {
+                (row["queue"], row["partition_key"])
+                for row in given_back
+                if row["partition_key"] is not None
+            }
+            self._free_lanes(tx, now, lanes)
             updated = tx.rows_many(
                 "expire_lease",
                 [
@@ -284,6 +326,7 @@ class LeaseOperations(OperationsBase):
                         "now": now,
                     }
                     for row in held
+                    if row["started_at"] is not None
                 ],
             )
             expired = self._occurrences(tx, [row for row in updated if row is not None])
@@ -301,7 +344,7 @@ class LeaseOperations(OperationsBase):
             ]
             if events:
                 tx.run("insert_events", tx.table(events))
-            return expired
+            return [*self._occurrences(tx, given_back), *expired]
 
         expired = self._write(body)
         if expired:

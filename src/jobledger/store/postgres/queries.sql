@@ -24,7 +24,7 @@ WHERE authority_id = ANY(%(ids)s::bigint[])
 -- name: expired_leases
 SELECT seq, occurrence_id, job_id, status, fence, lease_owner, attempt, max_attempts, adjudicate,
        kind, queue, partition_key, priority, scheduled_for, lease_expires_at, workspace_id,
-       runnable, updated_at
+       runnable, updated_at, started_at
 FROM occurrences
 -- Only running rows hold a lease (the CHECK): naming the lease alone keeps this on the leases
 -- index in expiry order (see 0004's jobledger_occurrences_leases).
@@ -153,7 +153,7 @@ LIMIT 1
 SELECT o.seq, o.occurrence_id, o.job_id, o.status, o.fence, o.lease_owner, o.attempt,
        o.max_attempts, o.available_at, o.lease_expires_at, o.gate, o.queue, o.kind,
        o.partition_key, o.priority, o.scheduled_for, o.adjudicate, o.runnable,
-       o.updated_at,
+       o.updated_at, o.started_at,
        j.enabled
 FROM occurrences AS o JOIN jobs AS j ON j.job_id = o.job_id
 WHERE o.occurrence_id = %(occurrence_id)s
@@ -168,13 +168,15 @@ SET status = 'running',
     lease_owner = %(owner_id)s,
     lease_expires_at = (CASE WHEN updated_at > %(now)s THEN updated_at ELSE %(now)s END) + %(lease_ms)s,
     updated_at = CASE WHEN updated_at > %(now)s THEN updated_at ELSE %(now)s END,
-    settled_at = NULL
+    settled_at = NULL,
+    started_at = CASE WHEN seq = ANY(%(starts)s::bigint[])
+      THEN (CASE WHEN updated_at > %(now)s THEN updated_at ELSE %(now)s END) ELSE NULL END
 WHERE seq = ANY(%(ids)s::bigint[])
   AND attempt < max_attempts
   AND (
     (status IN ('queued', 'retry_wait') AND gate = 0 AND available_at <= %(now)s)
     OR
-    (status = 'running' AND lease_expires_at <= %(now)s)
+    (status = 'running' AND lease_expires_at <= %(now)s AND started_at IS NOT NULL)
   )
 RETURNING *
 
@@ -403,14 +405,16 @@ SELECT * FROM occurrences WHERE status = 'dead_letter' AND job_id = %(job_id)s
 ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
 
 -- name: adjudication_candidates
--- Outcome-unknown dead letters without a decision, most recently settled first along the
+-- Outcome-unknown dead letters whose lost attempt (fence) has no decision (a decision on an
+-- earlier lost attempt leaves a later one a case), most recently settled first along the
 -- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
 -- '_' matches any character).
 SELECT * FROM occurrences o
 WHERE o.status = 'dead_letter'
   AND o.last_error_json LIKE %(code_pattern)s
   AND NOT EXISTS (
-    SELECT 1 FROM jobledger_adjudications a WHERE a.occurrence_id = o.occurrence_id)
+    SELECT 1 FROM jobledger_adjudications a
+    WHERE a.occurrence_id = o.occurrence_id AND a.expected_fence = o.fence)
 ORDER BY o.settled_at DESC, o.occurrence_id
 LIMIT %(limit)s
 

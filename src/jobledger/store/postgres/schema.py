@@ -268,6 +268,12 @@ _V5_COLUMNS = {
         ("declared_json", _T, True),
         ("operator_set_json", _T, False),
     ),
+    # Crash recovery and adjudication per lost attempt (issue 30): when the lost attempt's
+    # handler began.
+    "jobledger_adjudications": (
+        *_V4_COLUMNS["jobledger_adjudications"],
+        ("started_at", _B, True),
+    ),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
@@ -278,7 +284,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "e7b53731ad43f0123068dfc7ab115f7dae1b9e3db908b66c50d746da8f3f0e44",
+        5: "35b4cb97b0cf399ef2e59644d3abedc4da517de3a493f3493cf6fb6786324af0",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -149,10 +149,14 @@ class OccurrenceOperations(Protocol):
         kinds: Collection[str] | None = None,
         queues: Collection[str] | None = None,
     ) -> Occurrence | None:
-        """Lease the next claimable occurrence to ``owner_id`` for ``lease_ms``.
+        """Lease the next claimable occurrence to ``owner_id`` for ``lease_ms``, marked started
+        (``started_at``: its handler begins at once).
 
-        First dead-letters running occurrences whose final attempt's lease expired (error code
-        ``lease_expired``) and those whose lost lease must be adjudicated (error code
+        First gives back the running occurrences whose lease expired before their handler
+        began (``started_at`` NULL: claimed ahead, never started) — ``retry_wait``, the attempt
+        not spent, ``occurrence_released`` ``{attempt, reason: "lease_expired", started:
+        false}`` — then dead-letters the started ones whose final attempt's lease expired (error
+        code ``lease_expired``) and those whose lost lease must be adjudicated (error code
         ``SCHEDULER_OUTCOME_UNKNOWN``). Claimable: the job is enabled, ``attempt <
         max_attempts``, and either queued/retry_wait with ``available_at <= now`` (admitted to
         its partition) or running with ``lease_expires_at <= now`` (a reclaim); its queue is not
@@ -179,10 +183,14 @@ class OccurrenceOperations(Protocol):
         kinds: Collection[str] | None = None,
         queues: Collection[str] | None = None,
         limited: int | None = None,
+        start: int | None = None,
     ) -> list[Occurrence]:
         """Lease up to ``limit`` (1..1000) claimable occurrences in one transaction; at most
         ``limited`` of them from queues with any limit (a worker's free slots: it claims ahead
-        only from queues without limits).
+        only from queues without limits). The first ``start`` of them (in claim order; ``None``:
+        all) are marked started — their handlers begin at once; the others are claims held
+        ahead, which :meth:`start_batch` (or ``settle_batch(..., starts=…)``) marks before their
+        handlers begin, and which a crash gives back instead of spending.
 
         The same as ``limit`` :meth:`claim_next` calls at one instant — same dead-lettering,
         same order, one claim event each — but with one commit, so a worker with several idle
@@ -241,14 +249,32 @@ class OccurrenceOperations(Protocol):
         """
         ...
 
-    def settle_batch(self, settlements: Sequence[Settlement]) -> list[Occurrence | LeaseLost]:
-        """Settle several attempts in one transaction, each as :meth:`settle` would.
+    def settle_batch(
+        self, settlements: Sequence[Settlement], *, starts: Sequence[Renewal] = ()
+    ) -> list[Occurrence | LeaseLost]:
+        """Settle several attempts in one transaction, each as :meth:`settle` would — and mark
+        the ``starts`` started in the same transaction (as :meth:`start_batch`; a worker's slot
+        marks its next buffered claim with the settle that frees it).
 
         Every item is validated before anything is read (a bad one raises
         ``SCHEDULER_INVALID_ARGUMENT`` with ``details["index"]`` and changes nothing; so does
         an occurrence named twice). Each item is fenced on its own: one whose lease is lost is
         returned as a :class:`~jobledger.LeaseLost` in its place, changes nothing, and does
-        not stop the others. Results are in input order; one commit covers them all.
+        not stop the others. Results are in input order, the settlements' then the starts';
+        one commit covers them all.
+        """
+        ...
+
+    def start_batch(self, starts: Sequence[Renewal]) -> list[Occurrence | LeaseLost]:
+        """Mark attempts started — their handlers are about to begin — in one transaction.
+
+        A claim held ahead (``started_at`` NULL) must be marked before its handler runs: a
+        crash gives a never-started claim back (its attempt not spent, never a dead letter or
+        an outcome-unknown case) and counts a started one as lost. Each mark is fenced and
+        renews the lease as :meth:`renew_batch` does (the attempt's lease check before its
+        handler); the first mark stands. A lost lease comes back as a
+        :class:`~jobledger.LeaseLost` in its place. Appends ``occurrence_started``
+        ``{attempt, leaseExpiresAt}``.
         """
         ...
 
@@ -258,7 +284,8 @@ class OccurrenceOperations(Protocol):
         """Give a live lease back unfinished, e.g. when a worker shuts down gracefully.
 
         The occurrence returns to ``retry_wait``, claimable now, and the attempt it used is
-        handed back (``attempt - 1``) because the work was interrupted, not failed. The fence is
+        handed back (``attempt - 1``, ``started_at`` cleared) because the work was interrupted,
+        not failed. The fence is
         kept, so the next claim fences the releasing owner out. A lost lease raises
         ``SCHEDULER_LEASE_LOST``. Appends ``occurrence_released`` with ``{attempt, reason}``
         (``reason`` an identifier ≤128 characters, e.g. ``worker_shutdown``).
@@ -327,7 +354,10 @@ class OccurrenceOperations(Protocol):
     def expire_leases_of(self, owner_id: str, *, reason: str) -> list[Occurrence]:
         """End every live lease of ``owner_id`` now, because that owner is known to be gone.
 
-        The next claim takes each over (or dead-letters it, on its final attempt), as after a
-        natural expiry. Appends ``occurrence_lease_expired`` with ``{reason}`` per lease.
+        A claim whose handler never began is given back at once (``retry_wait``, its attempt
+        not spent; ``occurrence_released`` ``{attempt, reason, started: false}``). The next
+        claim takes each started one over (or dead-letters it, on its final attempt or as an
+        outcome-unknown one), as after a natural expiry: ``occurrence_lease_expired`` with
+        ``{reason}`` per lease. Returns those given back, then those ended.
         """
         ...

@@ -253,6 +253,15 @@ _V5_COLUMNS: dict[str, Columns] = {
         ("declared_json", "TEXT", 0, 0),
         ("operator_set_json", "TEXT", 1, 0),
     ),
+    # Crash recovery and adjudication per lost attempt (issue 30): one row per decided case
+    # (occurrence, fence of the lost attempt), and when that attempt's handler began.
+    "jobledger_adjudications": (
+        *(
+            (name, kind, notnull, 2 if name == "expected_fence" else pk)
+            for name, kind, notnull, pk in _V4_COLUMNS["jobledger_adjudications"]
+        ),
+        ("started_at", "INTEGER", 0, 0),
+    ),
 }
 COLUMNS: dict[int, dict[str, Columns]] = {
     1: _V1_COLUMNS,

@@ -56,3 +56,12 @@ CREATE INDEX jobledger_occurrences_dead_letters_job
 -- those rows now.
 SET CONSTRAINTS ALL IMMEDIATE;
 CREATE INDEX jobledger_keys_occurrence ON jobledger_keys (occurrence_id);
+
+-- Crash recovery and adjudication per lost attempt (issue 30, items 1, 5 and 6; see the SQLite
+-- rung's section for the reasons).
+UPDATE occurrences SET started_at = updated_at WHERE status = 'running';
+
+ALTER TABLE jobledger_adjudications DROP CONSTRAINT jobledger_adjudications_pkey;
+ALTER TABLE jobledger_adjudications ADD PRIMARY KEY (occurrence_id, expected_fence);
+ALTER TABLE jobledger_adjudications
+  ADD COLUMN started_at BIGINT CHECK (started_at IS NULL OR started_at >= 0);
