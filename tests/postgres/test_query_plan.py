@@ -266,7 +266,7 @@ def _probes(wanted: dict[str, Any]) -> dict[str, tuple[dict[str, Any], set[str],
         "count_lane_occupancy": ({"queue": "limited", "partition_key": "p", "cap": 1}, {LANES}, 16),
         # the picked rows are leased by seq (pages: the row versions and every index entry)
         "apply_claims": (
-            {"ids": wanted["seqs"][:2], "owner_id": "w", "lease_ms": 60_000},
+            {"ids": wanted["seqs"][:2], "starts": [], "owner_id": "w", "lease_ms": 60_000},
             {BY_SEQ},
             128,
         ),
@@ -424,7 +424,7 @@ def test_explain_runs_in_a_rolled_back_transaction(admin, wanted):
     _explain(
         admin,
         "apply_claims",
-        {"ids": wanted["seqs"], "owner_id": "w", "lease_ms": 0, "now": NOW},
+        {"ids": wanted["seqs"], "starts": [], "owner_id": "w", "lease_ms": 0, "now": NOW},
         analyze=True,
     )
     assert admin.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -80,7 +80,7 @@ INSERT INTO occurrences
   (occurrence_id, job_id, job_revision, trigger_key, scheduled_for, available_at, status,
    attempt, max_attempts, fence, lease_owner, lease_expires_at, authority_id, payload_json,
    result_json, created_at, updated_at, settled_at, kind, workspace_id, runnable,
-   queue, priority, partition_key, gate, adjudicate)
+   queue, priority, partition_key, gate, adjudicate, started_at)
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < :count)
 SELECT :prefix || i, j.job_id, j.revision, :prefix || i, :due + i, :available + i, :status,
        :attempt, 3, :attempt,
@@ -89,7 +89,9 @@ SELECT :prefix || i, j.job_id, j.revision, :prefix || i, :due + i, :available + 
        j.authority_id, 'null', CASE WHEN :status = 'succeeded' THEN 'null' END, :due, :due,
        CASE WHEN :status IN ('succeeded', 'dead_letter', 'cancelled') THEN :due END,
        j.kind, json_extract(a.authority_json, '$.workspaceId'), j.enabled,
-       :queue, :priority, :partition_key, :gate, 0
+       :queue, :priority, :partition_key, :gate, 0,
+       -- running rows started their handlers (an unstarted claim is given back, not swept)
+       CASE WHEN :status = 'running' THEN :due END
 FROM n, jobs AS j JOIN jobledger_authorities AS a ON a.authority_id = j.authority_id
 WHERE j.job_id = :job_id
 """
@@ -183,6 +185,7 @@ PARAMS: dict[str, Any] = {
     "limit": 10,
     "cap": 5,
     "ids": "[1, 2]",
+    "starts": "[1]",
     "lease_expires_at": NOW + 60_000,
     "lease_ms": 60_000,
     "gate": 0,
@@ -537,7 +540,7 @@ INSERT INTO occurrences
   (occurrence_id, job_id, job_revision, trigger_key, scheduled_for, available_at, status,
    attempt, max_attempts, fence, lease_owner, lease_expires_at, authority_id, payload_json,
    result_json, created_at, updated_at, settled_at, kind, workspace_id, runnable, queue,
-   priority, gate, adjudicate)
+   priority, gate, adjudicate, started_at)
 SELECT :occurrence_id, j.job_id, j.revision, :occurrence_id, :scheduled_for, :available_at,
        :status, :attempt, :max_attempts, :attempt,
        CASE WHEN :status = 'running' THEN 'previous-owner' END,
@@ -545,7 +548,9 @@ SELECT :occurrence_id, j.job_id, j.revision, :occurrence_id, :scheduled_for, :av
        j.authority_id, 'null', CASE WHEN :status = 'succeeded' THEN 'null' END, :now, :now,
        CASE WHEN :status IN ('succeeded', 'dead_letter') THEN :now END,
        j.kind, json_extract(a.authority_json, '$.workspaceId'), j.enabled, :queue, :priority,
-       :gate, 0
+       :gate, 0,
+       -- running rows started their handlers: expired ones are reclaimed or swept
+       CASE WHEN :status = 'running' THEN :now END
 FROM jobs AS j JOIN jobledger_authorities AS a ON a.authority_id = j.authority_id
 WHERE j.job_id = :job_id
 """

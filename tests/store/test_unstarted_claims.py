@@ -120,8 +120,11 @@ def test_a_targeted_claim_gives_back_an_expired_never_started_claim_and_takes_it
 def test_the_reaper_gives_back_a_dead_owners_never_started_claims_at_once(store, final_job, clock):
     started, ahead, last = _ahead(store, 3, start=1)
     ended = store.expire_leases_of("w1", reason="owner_gone")
-    assert [o.id for o in ended] == [ahead.id, last.id, started.id]
-    assert [o.status for o in ended] == ["retry_wait", "retry_wait", "running"]
+    assert {o.id: o.status for o in ended} == {
+        ahead.id: "retry_wait",
+        last.id: "retry_wait",
+        started.id: "running",
+    }
     for occurrence in (ahead, last):
         assert _status(store, occurrence) == ("retry_wait", 0)
         [released] = store.events(occurrence_id=occurrence.id, event_type="occurrence_released")
