@@ -74,6 +74,7 @@ def test_the_rule_finds_the_instants_we_know():
         ("created_at", False),
         ("updated_at", False),
         ("settled_at", True),
+        ("started_at", True),
     ]
     assert [twin_name(name) for name, _ in _instant_fields(plans.SkippedSlots)] == [
         "scheduled_time",

@@ -8,16 +8,14 @@ A claim batch, in one write transaction:
    ``concurrency`` or ``rate`` limit (and a ``worker_concurrency`` lock per owner), so limits and
    pauses hold under any interleaving; then the declarations are read;
 3. **expired leases** — a claim whose handler never began (``started_at`` NULL) is given back
-   (no attempt spent) and staged with the waiting rows; of the started ones, final attempts and
-   outcome-unknown ones become dead letters (the lazy sweep), the others are reclaim
-   candidates;
+   (no attempt spent) and staged; of the started ones, final attempts and outcome-unknown ones
+   become dead letters (the lazy sweep), the others are reclaim candidates;
 4. **staging** — due waiting rows become ready, through admission for partition-limited queues
    (:mod:`.admission`);
 5. **room** — per queue: none while paused; else the room its limits leave (bounded counts);
 6. **probe** — the ready rows of each lane with room, in claim order (priority descending, due
    instant, slot, occurrence id), merged with the reclaims and picked within each queue's room;
-7. **lease** — one guarded ``UPDATE … RETURNING``, the rate windows' tokens, one multi-row
-   event insert.
+7. **lease** — one guarded ``UPDATE … RETURNING``, rate tokens, one multi-row event insert.
 
 A claim's cost depends on the lanes it looks at and the rows it takes, not on the backlog of a
 paused queue, a full partition, lower priorities or future work (none of it is in the index).

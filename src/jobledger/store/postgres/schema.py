@@ -252,28 +252,18 @@ _V4_COLUMNS = {
         ("taken_at", _B, False),
     ),
 }
+# v5: each column's reason is in the migration's sections (docs/schema.md, "Version 5").
 _V5_COLUMNS = {
     **_V4_COLUMNS,
     "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
-    # Flows after a fix (revive_children): see the migration's section.
     "jobledger_requeues": (*_V4_COLUMNS["jobledger_requeues"], ("revived_children", _S, False)),
-    # Declarations vs operators: see the migration's section.
     "jobledger_queues": (
         *_V4_COLUMNS["jobledger_queues"],
         ("declared_json", _T, True),
         ("operator_set_json", _T, False),
     ),
-    "jobs": (
-        *_V4_COLUMNS["jobs"],
-        ("declared_json", _T, True),
-        ("operator_set_json", _T, False),
-    ),
-    # Crash recovery and adjudication per lost attempt (issue 30): when the lost attempt's
-    # handler began.
-    "jobledger_adjudications": (
-        *_V4_COLUMNS["jobledger_adjudications"],
-        ("started_at", _B, True),
-    ),
+    "jobs": (*_V4_COLUMNS["jobs"], ("declared_json", _T, True), ("operator_set_json", _T, False)),
+    "jobledger_adjudications": (*_V4_COLUMNS["jobledger_adjudications"], ("started_at", _B, True)),
 }
 _COLUMNS = {1: _V1_COLUMNS, 2: _V2_COLUMNS, 3: _V3_COLUMNS, 4: _V4_COLUMNS, 5: _V5_COLUMNS}
 
