@@ -212,6 +212,8 @@ class JobOperations(OperationsBase):
                     "runnable": 1 if merged["enabled"] else 0,
                 },
             )
+            if merged["enabled"] and not current.enabled:
+                tx.run("regate_held_of_job", {"job_id": key})
             data: dict[str, Any] = {
                 "fromRevision": revision,
                 "toRevision": revision + 1,
