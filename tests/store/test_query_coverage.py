@@ -225,6 +225,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     assert len(store.claim_batch(owner_id="w6", lease_ms=MINUTE, limit=5, kinds=["report"])) == 1
     store.declare_queue(jobledger.Queue("reports", partition_concurrency=2), actor="ops")
     store.declare_queue(jobledger.Queue("reports", partition_concurrency=1), actor="ops")
+    store.declare_queue(jobledger.Queue("reports"), actor="ops")  # removed: held rows admitted
     store.pause_queue("reports", reason="incident", actor="ops")
     assert store.claim_next(owner_id="w6", lease_ms=MINUTE, kinds=["report"]) is None
     assert {depth.name for depth in store.queue_depths()} >= {"reports", "default"}
