@@ -272,6 +272,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
         source="operator",
         fields=["partition_concurrency"],
     )
+    store.declare_queue(jobledger.Queue("reports"), actor="ops")  # removed: held rows admitted
     store.pause_queue("reports", reason="incident", actor="ops")
     assert store.claim_next(owner_id="w6", lease_ms=MINUTE, kinds=["report"]) is None
     assert {depth.name for depth in store.queue_depths()} >= {"reports", "default"}

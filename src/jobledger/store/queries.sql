@@ -844,6 +844,20 @@ UPDATE occurrences SET gate = 1
 WHERE queue = :queue AND partition_key IS NOT NULL
   AND status IN ('queued', 'retry_wait') AND gate = 2
 
+-- name: regate_held_of_job
+-- A job enabled again: its rows held while it was disabled were skipped by promotion; they go
+-- back through admission (staging) instead of waiting for a slot of their partition to end.
+UPDATE occurrences SET gate = 1
+WHERE job_id = :job_id AND partition_key IS NOT NULL
+  AND status IN ('queued', 'retry_wait') AND gate = 2
+
+-- name: release_held_partitions
+-- The queue limits its partitions no more: every held row is due and admitted at once (a
+-- disabled job's too: it stays out of the claim index by its runnable flag, not by its gate).
+UPDATE occurrences SET gate = 0
+WHERE queue = :queue AND partition_key IS NOT NULL
+  AND status IN ('queued', 'retry_wait') AND gate = 2
+
 -- name: count_running_of_owner_in_queue
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM occurrences

@@ -278,6 +278,8 @@ class JobOperations(OperationsBase):
                         "previous_max_attempts": current.max_attempts,
                     },
                 )
+            if merged["enabled"] and not current.enabled:
+                tx.run("regate_held_of_job", {"job_id": key})
             data: dict[str, Any] = {
                 "fromRevision": revision,
                 "toRevision": revision + 1,

@@ -146,8 +146,15 @@ class QueueOperations(OperationsBase):
                 # allow: every partitioned row of the queue goes back through admission.
                 tx.run("regate_ready_partitions", {"queue": wanted.name})
                 tx.run("regate_held_partitions", {"queue": wanted.name})
+            elif (
+                previous is not None and previous.partition_limited and not stored.partition_limited
+            ):
+                # No limit holds its partitions any more: every held row is admitted now
+                # (promotion only serves lanes a limit still governs).
+                if tx.run("release_held_partitions", {"queue": wanted.name}):
+                    released.append(wanted.name)
             elif previous is None or previous.partition_limited:
-                # A raised or removed partition limit: admit what the new limit allows now.
+                # A raised partition limit: admit what the new limit allows now.
                 partitions = [
                     row["partition_key"]
                     for row in tx.all("held_partitions", {"queue": wanted.name})
@@ -158,7 +165,11 @@ class QueueOperations(OperationsBase):
                     )
             return stored
 
-        return self._write(body)
+        released: list[str] = []
+        result = self._write(body)
+        if released:
+            self._after_enqueue()  # held work became claimable: wake idle workers
+        return result
 
     def pause_queue(self, name: str, *, reason: str, actor: str) -> Queue:
         key = contract.normalize_queue_name(name, "name")

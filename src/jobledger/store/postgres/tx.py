@@ -32,6 +32,8 @@ _WAKING_QUERIES = frozenset(
         # other parents, a wake that finds nothing.
         "release_children",
         "adjudicate_not_applied",
+        # A queue's partition limits were removed: its held rows became ready.
+        "release_held_partitions",
     }
 )
 # A committed row from one of these may have made an occurrence terminal: its transaction sends
