@@ -289,7 +289,7 @@ class Attempt:
         self.kind = job.kind
         # Stale: the job changed how it runs after this occurrence was enqueued (an update of
         # its queue or priority alone leaves run_revision, and the occurrence still runs).
-        if occurrence.job_revision < job.run_revision or occurrence.job_revision > job.revision:
+        if not job.binds(occurrence.job_revision):
             return self._reject(
                 "SCHEDULER_RUNTIME_STALE_REVISION",
                 "The job changed after this occurrence was enqueued",

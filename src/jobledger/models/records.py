@@ -127,6 +127,12 @@ class Job:
     declared: dict[str, Any] | None = field(default=None, compare=False)
     operator_fields: tuple[str, ...] = field(default=(), compare=False)
 
+    def binds(self, job_revision: int) -> bool:
+        """Whether an occurrence bound to ``job_revision`` still runs as this job: it is stale
+        once the job's kind or authority changed after it (``run_revision``), or when it names
+        a revision the job never reached (SPEC §14)."""
+        return self.run_revision <= job_revision <= self.revision
+
     def changes_to(self, wanted: Mapping[str, Any]) -> dict[str, Any]:
         """The entries of ``wanted`` (any of ``kind``, ``trigger``, ``payload``, ``authority``,
         ``enabled``, ``max_attempts``) that differ from this job once normalized — JSON compared

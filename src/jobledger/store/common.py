@@ -7,6 +7,7 @@ they read and write rows, never in *what* they decide. Argument validation is in
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "claim_event_data",
     "count_settlement",
     "event_params",
+    "is_outcome_unknown",
     "lease_lost",
     "liveness_lock_unavailable",
     "minute_of",
@@ -36,6 +38,15 @@ LEASE_EXPIRED_ERROR = {
 LEASE_EXPIRED_ERROR_JSON = contract.canonical_json(LEASE_EXPIRED_ERROR)
 LAZY_DEAD_LETTER_BATCH = 100
 MINUTE_MS = 60_000
+# An outcome-unknown error code (SPEC §9): ``SCHEDULER_OUTCOME_UNKNOWN`` or a handler's own
+# ``<PREFIX>_OUTCOME_UNKNOWN``.
+_OUTCOME_UNKNOWN = re.compile(r"^[A-Z0-9_]+_OUTCOME_UNKNOWN$")
+
+
+def is_outcome_unknown(error: object) -> bool:
+    """Whether a stored error (parsed JSON) says nobody knows if the side effect happened."""
+    code = error.get("code") if isinstance(error, dict) else None
+    return isinstance(code, str) and _OUTCOME_UNKNOWN.match(code) is not None
 
 
 def checked_lease(now: int, lease_ms: int) -> int:

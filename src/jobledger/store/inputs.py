@@ -68,6 +68,16 @@ def normalize_boolean(value: object, field: str) -> bool:
     return value
 
 
+def normalize_source(value: object) -> str:
+    """Who sets a job's or a queue's values (SPEC §14): code (``"declaration"``) or an
+    ``"operator"``, whose values stand against an unchanged declaration."""
+    if value not in ("declaration", "operator"):
+        raise InvalidArgument(
+            "source must be 'declaration' or 'operator'", details={"field": "source"}
+        )
+    return str(value)
+
+
 def normalize_optional_identifier(value: object, field: str, max_length: int = 256) -> str | None:
     return (
         None

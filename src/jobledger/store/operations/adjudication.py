@@ -36,7 +36,7 @@ from typing import Any
 from ... import contract
 from ...errors import AdjudicationConflict, InvalidArgument, NotFound
 from ...models import Adjudication, AdjudicationCase
-from .. import rows
+from .. import common, rows
 from ..tx import Row, Tx
 from . import dependencies
 from .base import OperationsBase, required
@@ -48,7 +48,6 @@ __all__ = [
     "payload_digest",
 ]
 
-_OUTCOME_UNKNOWN = re.compile(r"^[A-Z0-9_]+_OUTCOME_UNKNOWN$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 # Upstream's bounds: how many dead letters one listing scans, and the reason's size.
 MAX_CASE_SCAN = 1000
@@ -69,6 +68,11 @@ def _json(encoded: object, what: str) -> Any:
 def _error_code(error: Any) -> str | None:
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else None
+
+
+def error_code_of(row: Row) -> str | None:
+    """The ``code`` of an occurrence row's stored error, if it has one."""
+    return _error_code(_json(row["last_error_json"], "occurrence error"))
 
 
 def evidence_digest_for(row: Row, authority: dict[str, Any]) -> str:
@@ -103,8 +107,7 @@ def evidence_digest_for(row: Row, authority: dict[str, Any]) -> str:
 def _eligible(row: Row) -> bool:
     if row["status"] != "dead_letter" or row["last_error_json"] is None:
         return False
-    code = _error_code(_json(row["last_error_json"], "occurrence error"))
-    return code is not None and _OUTCOME_UNKNOWN.match(code) is not None
+    return common.is_outcome_unknown(_json(row["last_error_json"], "occurrence error"))
 
 
 def awaits_adjudication(tx: Tx, row: Row) -> bool:

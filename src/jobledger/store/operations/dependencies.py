@@ -25,7 +25,6 @@ children (``revive.py``: the earlier decision is undone, the next outcome decide
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 # An outcome-unknown error code, as adjudication recognises it (SPEC §9).
-_OUTCOME_UNKNOWN = re.compile(r"^[A-Z0-9_]+_OUTCOME_UNKNOWN$")
 PARENT_FAILED_ERROR: Final = {
     "code": "parent_failed",
     "message": "A parent occurrence was dead-lettered or cancelled",
@@ -73,9 +71,7 @@ def _failed(row: Row) -> bool:
 def _outcome_unknown(error_json: str | None) -> bool:
     if error_json is None:
         return False
-    error = contract.parse_stored_json(error_json)
-    code = error.get("code") if isinstance(error, dict) else None
-    return isinstance(code, str) and _OUTCOME_UNKNOWN.match(code) is not None
+    return common.is_outcome_unknown(contract.parse_stored_json(error_json))
 
 
 def _decided_parent(row: Row) -> bool:

@@ -185,10 +185,7 @@ class JobOperations(OperationsBase):
         declared: Mapping[str, Any] | None = None,
     ) -> Job:
         key = contract.normalize_identifier(job_id, "jobId")
-        if source not in ("operator", "declaration"):
-            raise InvalidArgument(
-                "source must be 'operator' or 'declaration'", details={"field": "source"}
-            )
+        source = inputs.normalize_source(source)
         declared_json = _declared_json(declared)
         revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
         normalized, changed_fields = inputs.normalize_job_patch(patch)

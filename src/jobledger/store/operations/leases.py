@@ -15,25 +15,15 @@ from typing import Any
 from ... import contract
 from ...errors import Conflict, LeaseLost, NotFound, RequeueConflict
 from ...models import Occurrence, Outcome, Renewal, Settlement
-from .. import common, inputs
+from .. import common, inputs, rows
 from ..tx import Tx
 from . import dependencies
-from .adjudication import awaits_adjudication
+from .adjudication import awaits_adjudication, error_code_of
 from .admission import Gate, Lane, load_queues
 from .base import OperationsBase, required
 from .revive import revive_descendants
 
 __all__ = ["LeaseOperations"]
-
-
-def _error_code(row: Any) -> str | None:
-    error = (
-        None
-        if row["last_error_json"] is None
-        else contract.parse_stored_json(row["last_error_json"])
-    )
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
 
 
 class LeaseOperations(OperationsBase):
@@ -450,13 +440,13 @@ class LeaseOperations(OperationsBase):
                     "requeue it with an explicit, audited override (--override-adjudication, "
                     "override_adjudication=True) if running it again is safe",
                     code="SCHEDULER_REQUEUE_NEEDS_ADJUDICATION",
-                    details={"occurrenceId": key, "errorCode": _error_code(current)},
+                    details={"occurrenceId": key, "errorCode": error_code_of(current)},
                 )
             # Stale for its job (a new kind or authority since it was enqueued, SPEC §14): the
             # operator asks for it to run as the job is now.
-            job = required(self._job_row(tx, current["job_id"]))
+            job = rows.job_from_row(required(self._job_row(tx, current["job_id"])))
             bound_from = int(current["job_revision"])
-            stale = bound_from < int(job["run_revision"]) or bound_from > int(job["revision"])
+            stale = not job.binds(bound_from)
             row = tx.one(
                 "requeue_dead_letter",
                 {"occurrence_id": key, "expected_fence": fence, "now": now},
@@ -467,7 +457,7 @@ class LeaseOperations(OperationsBase):
                 row = required(
                     tx.one(
                         "bind_occurrence_revision",
-                        {"occurrence_id": key, "job_revision": int(job["revision"])},
+                        {"occurrence_id": key, "job_revision": job.revision},
                     )
                 )
             revived = revive_descendants(tx, now, current, key, who) if revive else []
@@ -492,7 +482,7 @@ class LeaseOperations(OperationsBase):
             extra: dict[str, Any] = {}
             if stale:
                 extra["previousJobRevision"] = bound_from
-                extra["jobRevision"] = int(job["revision"])
+                extra["jobRevision"] = job.revision
             if undecided:
                 extra["overrideAdjudication"] = True
             if revive:

@@ -85,10 +85,7 @@ class QueueOperations(OperationsBase):
     ) -> Queue:
         if not isinstance(declaration, Queue):
             raise InvalidArgument("declaration must be a jobledger.Queue")
-        if source not in ("declaration", "operator"):
-            raise InvalidArgument(
-                "source must be 'declaration' or 'operator'", details={"field": "source"}
-            )
+        source = inputs.normalize_source(source)
         given = _fields(fields)
         wanted = normalize_declaration(
             name=declaration.name,

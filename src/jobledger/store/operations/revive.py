@@ -37,15 +37,10 @@ def _error(row: Row) -> dict[str, Any]:
     return error if isinstance(error, dict) else {}
 
 
-def _outcome_unknown(error: dict[str, Any]) -> bool:
-    code = error.get("code")
-    return isinstance(code, str) and code.endswith("_OUTCOME_UNKNOWN")
-
-
 def _failed(row: Row) -> bool:
     """A parent that failed for its children (dependencies._failed, on parent_states rows)."""
     return row["status"] == "cancelled" or (
-        row["status"] == "dead_letter" and not _outcome_unknown(_error(row))
+        row["status"] == "dead_letter" and not common.is_outcome_unknown(_error(row))
     )
 
 
@@ -57,7 +52,7 @@ def children_decided(tx: Tx, occurrence_id: str, *, now_failed: bool) -> bool:
     for requeue in tx.all("requeues_of_occurrence", {"occurrence_id": occurrence_id}):
         encoded = requeue["previous_error_json"]
         previous = None if encoded is None else contract.parse_stored_json(encoded)
-        if not _outcome_unknown(previous if isinstance(previous, dict) else {}):
+        if not common.is_outcome_unknown(previous):
             decided = True
         if int(requeue["revived_children"]):
             decided = False
