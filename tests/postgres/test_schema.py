@@ -56,6 +56,12 @@ V3_ROWS: dict[str, str] = {
     "jobledger_audit": "(DEFAULT, 60, 'job_removed', 'ops', 'job-gone', '{\"reason\":\"r\"}')",
     "jobledger_throughput": "(0, 'k', 'w', 0, 0, 1)",
 }
+# Advisory-lock waits in this test's database (pg_locks is the whole cluster's: other tests
+# running at the same time wait for advisory locks of their own).
+WAITING_HERE = (
+    "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
 
 
 def _snapshot(admin, schema: str = "jobledger") -> tuple[str, list[Any]]:
@@ -799,9 +805,7 @@ def test_an_upgrade_never_runs_between_the_checks_that_precede_another(pg_url, a
             other[0].start()
             # Wait until the other opener has upgraded, or waits for this one's lock.
             for _ in range(500):
-                waiting = admin.execute(
-                    "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                ).fetchone()
+                waiting = admin.execute(WAITING_HERE).fetchone()
                 if outcome or waiting["n"]:
                     break
                 time.sleep(0.01)
@@ -847,9 +851,7 @@ def test_the_checks_before_an_upgrade_wait_for_one_in_progress(pg_url, admin):
         # nothing).
         deadline = time.monotonic() + 120
         while not outcome and time.monotonic() < deadline:
-            waiting = admin.execute(
-                "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            ).fetchone()
+            waiting = admin.execute(WAITING_HERE).fetchone()
             if waiting["n"]:
                 break
             time.sleep(0.01)
