@@ -118,6 +118,28 @@ def _live(store: jobledger.Store) -> int:
     return sum(row.count for row in store.count_occurrences() if row.status in LIVE)
 
 
+def _pick_holder(
+    store: jobledger.Store,
+    running: dict[str, subprocess.Popen[bytes]],
+    stop: Path,
+    rng: random.Random,
+) -> str:
+    """A worker that holds a lease right now, so the kill strands work a survivor must take
+    over; one that is still opening its store or is between claims would prove nothing. Falls
+    back to any working process when none holds a lease for a while (the flows are blocked on a
+    lease that is running out)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        ready = sorted(o for o in running if Path(f"{stop}.{o}.ready").exists())
+        holders = {h.owner_id for h in store.lease_holders()}
+        holding = [o for o in ready if o in holders]
+        if holding:
+            return rng.choice(holding)
+        if ready and time.monotonic() > deadline:
+            return rng.choice(ready)
+        time.sleep(0.002)
+
+
 def _run(target: str, size: Size, tmp_path: Path, seed: int) -> dict[str, object]:
     options = {"listen": False} if target.startswith("postgresql://") else {}
     with jobledger.open_store(target, **options) as store:  # type: ignore[arg-type]
@@ -135,10 +157,9 @@ def _run(target: str, size: Size, tmp_path: Path, seed: int) -> dict[str, object
             time.sleep(0.7)  # let them open the store and get going
             for _ in range(size.kills):
                 time.sleep(rng.uniform(0.1, 0.25))
-                # a process still opening its store holds nothing: kill one that works
-                while not (ready := [o for o in running if Path(f"{stop}.{o}.ready").exists()]):
-                    time.sleep(0.02)
-                victim = rng.choice(sorted(ready))
+                if _live(store) == 0:
+                    break  # drained before every kill landed: the ones that did are checked
+                victim = _pick_holder(store, running, stop, rng)
                 process = running.pop(victim)
                 process.send_signal(signal.SIGKILL)
                 process.wait(10)
