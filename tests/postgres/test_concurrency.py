@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
+import psycopg
 import pytest
 
 from jobledger import SchedulerError
@@ -136,3 +138,50 @@ def test_a_targeted_claim_racing_claim_next_leases_once(open_pg, targeted_first)
     assert _run_threads(2, claim) == []
     winners = [o for o in got.values() if o is not None]
     assert len(winners) == 1 and winners[0].fence == 1
+
+
+def test_a_settle_reads_partition_limits_only_after_a_redeclaration_of_its_queue(
+    open_pg, pg_url, admin
+):
+    # A settle that frees a partition's slot admits its next held rows by the partition limit
+    # in force. A re-declaration holds its queue's lock exclusively while it tightens the limit
+    # and regates the rows admitted under the old one; a settle that read the old limit before
+    # that commit would admit by it afterwards, and the partition would run past its new limit
+    # (seen once under load: two running in a partition limited to one).
+    from jobledger import Queue
+    from jobledger.store.operations.admission import queue_lock
+
+    store = open_pg()
+    store.declare_queue(Queue("q", partition_concurrency=2), actor="tester")
+    store.create_job(id="j", kind="k", authority=AUTHORITY, queue="q")
+    for i in range(4):
+        store.enqueue_occurrence(job_id="j", scheduled_for=i, trigger_key=f"t{i}", partition="p")
+    claimed = store.claim_next(owner_id="w", lease_ms=60_000)
+    assert claimed is not None
+    waits = (
+        "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    done = threading.Event()
+    with psycopg.connect(pg_url) as redeclaration:
+        redeclaration.execute(
+            "SELECT pg_advisory_xact_lock(%s)", (store._lock_key(queue_lock("q")),)
+        )
+        worker = threading.Thread(
+            target=lambda: (
+                store.settle(
+                    occurrence_id=claimed.id, owner_id="w", fence=claimed.fence, outcome="succeeded"
+                ),
+                done.set(),
+            )
+        )
+        worker.start()
+        deadline = time.monotonic() + 30
+        while admin.execute(waits).fetchone()["n"] == 0 and not done.is_set():
+            assert time.monotonic() < deadline, "the settle neither waited nor finished"
+            time.sleep(0.01)
+        assert not done.is_set(), "the settle read the queue's limits without its lock"
+        redeclaration.rollback()
+    worker.join(30)
+    assert done.is_set()
+    assert store.get_occurrence(claimed.id).status == "succeeded"

@@ -557,18 +557,22 @@ class ClaimOperations(OperationsBase):
             expired = self._without_live_leases(
                 tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
             )
+            queue = row["queue"]
+            # Every queue the sweep may change is locked with the target's, before the
+            # declarations are read (as a claim batch does): a concurrent re-declaration is
+            # either wholly before this claim or wholly after it.
+            touched = {queue} | {expired_row["queue"] for expired_row in expired}
+            self._lock_queues(tx, touched, load_queues(tx), owner)
+            declared = load_queues(tx)
             freed, given_back = self._end_expired_leases(tx, now, expired)
             if freed or given_back:
-                Gate(tx, now, load_queues(tx), lock=self._take_locks).stage(given_back, [], freed)
+                Gate(tx, now, declared, lock=self._take_locks).stage(given_back, [], freed)
             if any(expired_row["occurrence_id"] == key for expired_row in expired):
                 row = tx.one("claim_target", {"occurrence_id": key})
                 if row is None:
                     return None
             if not int(row["enabled"]) or int(row["attempt"]) >= int(row["max_attempts"]):
                 return None
-            queue = row["queue"]
-            self._lock_queues(tx, {queue}, load_queues(tx), owner)
-            declared = load_queues(tx)
             room = self._room(tx, now, declared.get(queue), queue, owner)
             if row["status"] == "running":
                 if int(row["lease_expires_at"]) > now or int(row["adjudicate"]):

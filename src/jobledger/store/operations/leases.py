@@ -19,7 +19,7 @@ from .. import common, inputs, rows
 from ..tx import Tx
 from . import dependencies
 from .adjudication import awaits_adjudication, error_code_of
-from .admission import Gate, Lane, load_queues
+from .admission import Gate, Lane, load_queues, queue_lock
 from .base import OperationsBase, required
 from .revive import revive_descendants
 
@@ -174,8 +174,15 @@ class LeaseOperations(OperationsBase):
 
     def _free_lanes(self, tx: Tx, now: int, lanes: set[Lane]) -> None:
         """Slots of these partitions ended: admit their next held rows (only a queue that limits
-        partitions holds any; reading the declarations costs nothing otherwise)."""
+        partitions holds any; reading the declarations costs nothing otherwise).
+
+        The declarations are read under the queues' shared locks (PostgreSQL), as a claim reads
+        them: a re-declaration holds its queue's lock exclusively, so a settle can never admit
+        rows by a partition limit that a concurrent tightening has just replaced (it would
+        undo the tightening's regate and let the partition run past its new limit)."""
         if lanes:
+            queues = sorted({queue for queue, _ in lanes})
+            self._take_locks(tx, shared=[queue_lock(name) for name in queues], exclusive=())
             Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(lanes)
 
     def settle(
