@@ -26,7 +26,6 @@ The short run (default) takes a few seconds per store; the long one is marked ``
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
