@@ -991,3 +991,15 @@ WHERE occurrence_id = :occurrence_id
   AND attempt = :attempt
   AND fence = :fence
 RETURNING *
+
+-- ===========================================================================================
+-- group commit (group_commit.py): each item of a shared write transaction in its own savepoint
+
+-- name: group_item_begin
+SAVEPOINT jobledger_item
+
+-- name: group_item_end
+RELEASE SAVEPOINT jobledger_item
+
+-- name: group_item_undo
+ROLLBACK TO SAVEPOINT jobledger_item

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from ... import contract
@@ -18,6 +19,7 @@ from ...errors import (
 )
 from ...models import UNSET, EnqueueRequest, Event, Occurrence
 from .. import inputs, rows
+from ..group_commit import GroupCommit
 from ..tx import Row, Tx
 from . import dependencies
 from .base import JobMeta, OperationsBase
@@ -66,6 +68,12 @@ def flow_plan(
 
 class OccurrenceOperations(OperationsBase):
     """Recording firings (idempotent enqueue, one or many) and reading occurrences and events."""
+
+    @cached_property
+    def _enqueue_group(self) -> GroupCommit[tuple[list[Occurrence], bool]]:
+        # Made on first use (two threads racing here may each make one: each serves its own
+        # callers to the end, so nothing is lost, only that first group split in two).
+        return GroupCommit(self._write)
 
     # -- enqueue ----------------------------------------------------------------------------
 
@@ -142,8 +150,9 @@ class OccurrenceOperations(OperationsBase):
         requests: Sequence[inputs.EnqueueInput],
         check: Callable[[list[Occurrence]], None] | None = None,
     ) -> list[Occurrence]:
-        """Write ``requests`` in one transaction; ``check`` (if given) sees the results inside
-        it and may raise to write nothing."""
+        """Write ``requests`` in one transaction — shared with concurrent enqueues of this
+        store (group commit: ``store/group_commit.py``), each call all or nothing on its own;
+        ``check`` (if given) sees the results inside it and may raise to write nothing."""
 
         def body(tx: Tx) -> tuple[list[Occurrence], bool]:
             written, wrote_events = self._enqueue_body(tx, requests)
@@ -151,7 +160,7 @@ class OccurrenceOperations(OperationsBase):
                 check(written)
             return written, wrote_events
 
-        occurrences, wrote_events = self._write(body)
+        occurrences, wrote_events = self._enqueue_group.run(body)
         if wrote_events:
             self._after_enqueue()
         return occurrences
