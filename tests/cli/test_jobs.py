@@ -285,3 +285,23 @@ def test_explain_says_an_operator_disabled_the_job(cli):
     cli.ok("job", "disable", "digest")
     remarks = cli.json("explain", "digest")["remarks"]
     assert any(remark.startswith("set by an operator: enabled") for remark in remarks), remarks
+
+
+def test_backfill_enqueues_the_missing_slots_once_and_records_the_actor(cli):
+    cli.ok("job", "add", "hourly", "--kind", "report", "--every", "1h")
+    with cli.open() as store:
+        now = store.now()
+    day = now - now % 86_400_000 - 86_400_000
+    frm, to = f"@{day}", f"@{day + 6 * 3_600_000}"
+    first = cli.json("--actor", "ops:ada", "job", "backfill", "hourly", "--from", frm, "--to", to)
+    slots = [o["scheduledFor"] for o in first["created"]]
+    assert len(slots) == 6 and first["actor"] == "ops:ada" and first["jobId"] == "hourly"
+    again = cli.ok("job", "backfill", "hourly", "--from", frm, "--to", to)
+    assert "every slot in the range has an occurrence" in again.out
+    records = cli.json("audit")["records"]
+    backfills = [r for r in records if r["action"] == "schedule_backfilled"]
+    assert [r["data"]["created"] for r in backfills] == [0, 6]
+    too_many = cli("job", "backfill", "hourly", "--from", "@0", "--to", to)
+    assert too_many.code == 2 and "10000" in too_many.err
+    not_scheduled = cli("job", "backfill", "nope", "--from", frm, "--to", to)
+    assert not_scheduled.code != 0 and "Traceback" not in not_scheduled.err

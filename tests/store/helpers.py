@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+import jobledger
 from jobledger import Event, Occurrence, SchedulerError, Store
+from jobledger.store.group_commit import GroupCommit
+from jobledger.store.tx import Tx
 
 LEASE_MS = 1_000
 
@@ -71,3 +76,62 @@ def dead_letter(store: Store, authority: dict, job_id: str, clock, **job_options
     running = store.claim_occurrence(occurrence_id=occurrence.id, owner_id="w1", lease_ms=LEASE_MS)
     assert running is not None
     return fail(store, running, retryable=False, error={"code": "boom", "message": "no"})
+
+
+# -- group commit: deterministic groups (a held leader, callers queued behind it) ----------
+
+
+class Writes:
+    """The store's write transactions, counted."""
+
+    def __init__(self, store: jobledger.Store) -> None:
+        self.store = store
+        self.count = 0
+
+    def __call__(self, body: Callable[[Tx], object]) -> object:
+        self.count += 1
+        return self.store._write(body)  # type: ignore[attr-defined]
+
+
+def grouped(store: jobledger.Store) -> tuple[GroupCommit[Any], Writes]:
+    writes = Writes(store)
+    group: GroupCommit[Any] = GroupCommit(writes)
+    store.__dict__["_enqueue_group"] = group  # the store's own, with its writes counted
+    return group, writes
+
+
+def hold_leader(group: GroupCommit[Any]) -> tuple[threading.Thread, threading.Event]:
+    release = threading.Event()
+    holding = threading.Event()
+
+    def body(tx: Tx) -> tuple[list[object], bool]:
+        holding.set()
+        assert release.wait(30)
+        return [], False
+
+    leader = threading.Thread(target=group.run, args=(body,))
+    leader.start()
+    assert holding.wait(30)
+    return leader, release
+
+
+def call_all(calls: list[Callable[[], object]]) -> list[object]:
+    outcomes: list[object] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            outcomes[index] = calls[index]()
+        except BaseException as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    return [threads, outcomes]  # type: ignore[list-item]
+
+
+def wait_queued(group: GroupCommit[Any], n: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(group._queued) < n:
+        assert time.monotonic() < deadline, "the callers never queued"
+        time.sleep(0.005)

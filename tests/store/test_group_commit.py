@@ -9,74 +9,16 @@ written in one transaction by the first of them."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 import jobledger
 from jobledger import SchedulerError
-from jobledger.store.group_commit import GroupCommit
 from jobledger.store.tx import Tx
+from tests.store.helpers import call_all, grouped, hold_leader, wait_queued
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
-
-
-class Writes:
-    """The store's write transactions, counted."""
-
-    def __init__(self, store: jobledger.Store) -> None:
-        self.store = store
-        self.count = 0
-
-    def __call__(self, body: Callable[[Tx], object]) -> object:
-        self.count += 1
-        return self.store._write(body)  # type: ignore[attr-defined]
-
-
-def _grouped(store: jobledger.Store) -> tuple[GroupCommit[Any], Writes]:
-    writes = Writes(store)
-    group: GroupCommit[Any] = GroupCommit(writes)
-    store.__dict__["_enqueue_group"] = group  # the store's own, with its writes counted
-    return group, writes
-
-
-def _hold_leader(group: GroupCommit[Any]) -> tuple[threading.Thread, threading.Event]:
-    release = threading.Event()
-    holding = threading.Event()
-
-    def body(tx: Tx) -> tuple[list[object], bool]:
-        holding.set()
-        assert release.wait(30)
-        return [], False
-
-    leader = threading.Thread(target=group.run, args=(body,))
-    leader.start()
-    assert holding.wait(30)
-    return leader, release
-
-
-def _call_all(calls: list[Callable[[], object]]) -> list[object]:
-    outcomes: list[object] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        try:
-            outcomes[index] = calls[index]()
-        except BaseException as exc:
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    return [threads, outcomes]  # type: ignore[list-item]
-
-
-def _wait_queued(group: GroupCommit[Any], n: int) -> None:
-    deadline = time.monotonic() + 30
-    while len(group._queued) < n:
-        assert time.monotonic() < deadline, "the callers never queued"
-        time.sleep(0.005)
 
 
 def _enqueue(store: jobledger.Store, job_id: str, key: str) -> Callable[[], jobledger.Occurrence]:
@@ -89,8 +31,8 @@ def _enqueue(store: jobledger.Store, job_id: str, key: str) -> Callable[[], jobl
 def test_concurrent_enqueues_share_one_transaction_and_a_failing_one_fails_alone(store):
     store.create_job(id="j", kind="k", authority=AUTHORITY)
     [first] = store.enqueue_batch([jobledger.EnqueueRequest("j", 0, "key:taken", payload={"v": 1})])
-    group, writes = _grouped(store)
-    leader, release = _hold_leader(group)
+    group, writes = grouped(store)
+    leader, release = hold_leader(group)
     calls = [
         _enqueue(store, "j", "a"),
         _enqueue(store, "nope", "b"),  # an unknown job: fails alone
@@ -100,8 +42,8 @@ def test_concurrent_enqueues_share_one_transaction_and_a_failing_one_fails_alone
         ),
         _enqueue(store, "j", "d"),
     ]
-    threads, outcomes = _call_all(calls)
-    _wait_queued(group, len(calls))
+    threads, outcomes = call_all(calls)
+    wait_queued(group, len(calls))
     release.set()
     leader.join(30)
     for thread in threads:
@@ -126,8 +68,8 @@ def test_concurrent_enqueues_share_one_transaction_and_a_failing_one_fails_alone
 
 def test_a_failed_transaction_fails_every_item_of_its_group_and_commits_none(store):
     store.create_job(id="j", kind="k", authority=AUTHORITY)
-    group, writes = _grouped(store)
-    leader, release = _hold_leader(group)
+    group, writes = grouped(store)
+    leader, release = hold_leader(group)
 
     def broken(tx: Tx) -> tuple[list[object], bool]:
         raise OSError("the disk went away")  # not an item's refusal: the transaction's failure
@@ -137,8 +79,8 @@ def test_a_failed_transaction_fails_every_item_of_its_group_and_commits_none(sto
         lambda: group.run(broken),
         _enqueue(store, "j", "b"),
     ]
-    threads, outcomes = _call_all(calls)
-    _wait_queued(group, len(calls))
+    threads, outcomes = call_all(calls)
+    wait_queued(group, len(calls))
     release.set()
     leader.join(30)
     for thread in threads:
@@ -151,7 +93,7 @@ def test_a_failed_transaction_fails_every_item_of_its_group_and_commits_none(sto
 
 def test_a_lone_caller_writes_alone_and_many_threads_lose_nothing(store):
     store.create_job(id="j", kind="k", authority=AUTHORITY)
-    group, writes = _grouped(store)
+    group, writes = grouped(store)
     occurrence = _enqueue(store, "j", "solo")()
     assert writes.count == 1 and store.get_occurrence(occurrence.id) is not None
     returned: list[str] = []
@@ -178,13 +120,13 @@ def test_a_lone_caller_writes_alone_and_many_threads_lose_nothing(store):
 @pytest.mark.parametrize("size", [2, 3])
 def test_a_flow_in_a_group_is_all_or_nothing(store, size):
     store.create_job(id="j", kind="k", authority=AUTHORITY)
-    group, _ = _grouped(store)
-    leader, release = _hold_leader(group)
+    group, _ = grouped(store)
+    leader, release = hold_leader(group)
     requests = [jobledger.EnqueueRequest("j", 0, f"f{i}") for i in range(size)]
     bad = [*requests[:-1], jobledger.EnqueueRequest("missing", 0, "f-last")]
     calls = [lambda: store.enqueue_batch(bad), lambda: store.enqueue_batch(requests)]
-    threads, outcomes = _call_all(calls)
-    _wait_queued(group, 2)
+    threads, outcomes = call_all(calls)
+    wait_queued(group, 2)
     release.set()
     leader.join(30)
     for thread in threads:

@@ -17,11 +17,13 @@ import pytest
 
 import jobledger
 from jobledger import EnqueueRequest, Renewal, Settlement
+from jobledger.planning.backfill import backfill
 from jobledger.planning.planner import Planner
 from jobledger.schedules import Every, MisfirePolicy, Once, schedule_json
 from jobledger.store.postgres import store as pg_store
 from jobledger.store.sqlite import store as sqlite_store
 from jobledger.testing import FakeClock
+from tests.store.helpers import call_all, grouped, hold_leader, wait_queued
 
 MINUTE = 60_000
 
@@ -80,6 +82,23 @@ def _enqueue_in_a_callers_transaction(store: jobledger.Store, at: int) -> None:
     assert isinstance(store, pg_store.PostgresStore)
     with psycopg.connect(store._conninfo) as pg:
         store.enqueue_in_transaction(pg, [request])
+
+
+def _grouped_enqueues(store: jobledger.Store) -> None:
+    group, _ = grouped(store)
+    leader, release = hold_leader(group)
+    threads, outcomes = call_all(
+        [
+            lambda: store.enqueue_batch([EnqueueRequest("mail", 0, "grouped")]),
+            lambda: store.enqueue_batch([EnqueueRequest("no-such-job", 0, "grouped")]),
+        ]
+    )
+    wait_queued(group, 2)
+    release.set()
+    leader.join(30)
+    for thread in threads:
+        thread.join(30)
+    assert isinstance(outcomes[0], list) and isinstance(outcomes[1], jobledger.SchedulerError)
 
 
 def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) -> None:
@@ -212,6 +231,11 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     clock.advance(5 * MINUTE)
     Planner(store).tick()
     store.schedule_state("tick")
+    backfill(store, "tick", start=clock() - 60 * MINUTE, end=clock(), actor="ops")
+
+    # group commit: two enqueues queued behind a held leader share one transaction, one of
+    # them refused alone (its savepoint rolled back)
+    _grouped_enqueues(store)
 
     # reads for operators
     store.history()

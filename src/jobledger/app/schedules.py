@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..models import Job
+from ..models import Job, Occurrence
 from ..planning.declare import ScheduleOptions, declare_schedule
 
 if TYPE_CHECKING:
@@ -48,6 +49,24 @@ class ScheduleMethods(AppBase):
             authority=self.default_authority() if authority is None else authority,
             **options,
         )
+
+    def backfill(
+        self,
+        job_id: str,
+        *,
+        start: datetime,
+        end: datetime,
+        actor: str | None = None,
+    ) -> list[Occurrence]:
+        """Enqueue every slot of ``job_id``'s schedule in ``[start, end)`` (aware datetimes)
+        that has no occurrence yet, under any revision of the job; return those created,
+        oldest first. Repeated or concurrent backfills create each slot once; the misfire
+        policy does not apply; at most 10,000 slots per call (more:
+        ``SCHEDULER_INVALID_ARGUMENT`` naming the cap). Audited as ``schedule_backfilled``
+        with ``actor`` (default ``app:<name>``) — ``docs/schedules.md#backfill``."""
+        from ..planning.backfill import backfill
+
+        return backfill(self.store, job_id, start=start, end=end, actor=actor or f"app:{self.name}")
 
     def plan(self) -> PlanReport:
         """One planner pass now (a worker runs them on its own schedule)."""

@@ -1,4 +1,4 @@
-"""``jobledger job``: list, show, add, update, enable, disable and remove jobs.
+"""``jobledger job``: list, show, add, update, enable, disable, remove and backfill jobs.
 
 Every write is a compare-and-swap on the job's revision (the one just read, or
 ``--expected-revision``) and records ``--actor`` in the job's audit event.
@@ -12,14 +12,15 @@ from typing import Any
 
 from .. import contract
 from ..errors import NotFound
-from ..models import COUNT_CAP, UNSET, Job
+from ..models import COUNT_CAP, MAX_BACKFILL_SLOTS, UNSET, Job
 from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
 from .context import Context
-from .output import describe_trigger, job_json
+from .output import describe_trigger, job_json, occurrence_json
 from .parsing import (
     add_command,
     add_group,
+    instant_arg,
     int_within,
     job_arg,
     json_arg,
@@ -28,6 +29,7 @@ from .parsing import (
     principal_arg,
 )
 from .table import Column, render_table, status_style
+from .timefmt import iso_utc
 from .triggers import add_schedule_flags, schedule_flags_given, trigger_from_flags
 
 __all__ = ["principal_from_actor", "register"]
@@ -38,7 +40,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "job",
         aliases=("jobs",),
-        help="list, show, add, update, enable, disable and remove jobs",
+        help="list, show, add, update, enable, disable, remove and backfill jobs",
     )
 
     listing = add_command(
@@ -130,6 +132,37 @@ def register(subparsers: Any) -> None:
     remove.add_argument("--reason", required=True, help="why (recorded in the audit log)")
     _expected_revision(remove)
     remove.set_defaults(handler=run_remove)
+
+    backfill = add_command(
+        commands,
+        "backfill",
+        help="enqueue every slot of a schedule in [--from, --to) that has no occurrence yet",
+        description=(
+            "Enqueue every slot of the job's schedule from --from (included) to --to (excluded)\n"
+            "that no occurrence of the job holds yet, under any revision; the misfire policy\n"
+            "does not apply. Repeating it (or running two at once) creates each slot once.\n"
+            f"At most {MAX_BACKFILL_SLOTS:,} slots per call: a larger range is refused (exit 2).\n"
+            "Recorded in the audit log with --actor (schedule_backfilled)."
+        ),
+    )
+    backfill.add_argument("job_id", metavar="JOB", type=job_arg)
+    backfill.add_argument(
+        "--from",
+        dest="start",
+        metavar="INSTANT",
+        required=True,
+        type=instant_arg,
+        help="the first instant: 2026-01-01T00:00:00Z, …+01:00, or @<epoch ms> (included)",
+    )
+    backfill.add_argument(
+        "--to",
+        dest="end",
+        metavar="INSTANT",
+        required=True,
+        type=instant_arg,
+        help="the end of the range (excluded)",
+    )
+    backfill.set_defaults(handler=run_backfill)
 
 
 def _definition_flags(parser: argparse.ArgumentParser) -> None:
@@ -430,4 +463,30 @@ def run_remove(ctx: Context, args: argparse.Namespace) -> int:
             f"{removed.get('events', 0)} event(s); recorded in the audit log as {ctx.actor}"
         ),
     )
+    return 0
+
+
+def run_backfill(ctx: Context, args: argparse.Namespace) -> int:
+    from ..planning.backfill import backfill
+
+    with ctx.open_store() as store:
+        created = backfill(store, args.job_id, start=args.start, end=args.end, actor=ctx.actor)
+    document = {
+        "jobId": args.job_id,
+        "from": iso_utc(args.start),
+        "to": iso_utc(args.end),
+        "created": [occurrence_json(occurrence) for occurrence in created],
+        "actor": ctx.actor,
+    }
+
+    def text() -> str:
+        if not created:
+            return f"backfilled job {args.job_id}: every slot in the range has an occurrence"
+        lines = [f"backfilled job {args.job_id}: {len(created)} slot(s) enqueued"]
+        lines += [f"  {o.id}  {iso_utc(o.scheduled_for)}" for o in created[:20]]
+        if len(created) > 20:
+            lines.append(f"  … and {len(created) - 20} more (--json lists every one)")
+        return "\n".join(lines)
+
+    ctx.emit(document, text)
     return 0

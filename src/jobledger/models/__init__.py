@@ -10,6 +10,7 @@ from .adjudication import Adjudication, AdjudicationCase, AdjudicationDecision
 from .flows import FlowEdge, FlowGraph, FlowNode, ParentState
 from .plans import (
     DEFAULT_DUE_LIMIT,
+    MAX_BACKFILL_SLOTS,
     MAX_DUE_LIMIT,
     MAX_PLANS_PER_CALL,
     MAX_SLOTS_PER_CALL,
@@ -65,6 +66,7 @@ __all__ = [
     "COUNT_CAP",
     "DEFAULT_DUE_LIMIT",
     "DEPTH_CAP",
+    "MAX_BACKFILL_SLOTS",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",
     "MAX_SLOTS_PER_CALL",

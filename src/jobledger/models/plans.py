@@ -17,6 +17,7 @@ from .times import UtcTime, UtcTimeOrNone
 
 __all__ = [
     "DEFAULT_DUE_LIMIT",
+    "MAX_BACKFILL_SLOTS",
     "MAX_DUE_LIMIT",
     "MAX_PLANS_PER_CALL",
     "MAX_SLOTS_PER_CALL",
@@ -39,6 +40,8 @@ MAX_DUE_LIMIT: Final = 1000
 MAX_PLANS_PER_CALL: Final = 1000
 MAX_SLOTS_PER_CALL: Final = MAX_ENQUEUE_BATCH
 RECENT_SKIPS_KEPT: Final = 20
+# Slots one backfill may create (SPEC §12): a larger range is refused, naming the cap.
+MAX_BACKFILL_SLOTS: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -1003,3 +1003,12 @@ RELEASE SAVEPOINT jobledger_item
 
 -- name: group_item_undo
 ROLLBACK TO SAVEPOINT jobledger_item
+
+-- ===========================================================================================
+-- backfill (operations/schedules.py record_backfill)
+
+-- name: backfill_present
+-- The slots of a range a job's occurrences hold already, under any revision: the job's index,
+-- filtered by the slot instant (a backfill is an operator's rare call, capped at 10,000 slots).
+SELECT scheduled_for, trigger_key FROM occurrences
+WHERE job_id = :job_id AND scheduled_for >= :start AND scheduled_for < :end

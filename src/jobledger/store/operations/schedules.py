@@ -10,7 +10,9 @@ operations make the decision durable and race-free:
   ordinary idempotent enqueue), the skipped runs (``skips_json`` and one
   ``schedule_slots_skipped`` event per run) and the new ``planned_through`` / ``last_slot`` /
   ``next_due_at``. A planner that lost the race for a job changes nothing for it;
-* :meth:`ScheduleOperations.schedule_state` — one job's planning state, for ``explain``.
+* :meth:`ScheduleOperations.schedule_state` — one job's planning state, for ``explain``;
+* :meth:`ScheduleOperations.record_backfill` — the slots of a range that have no occurrence
+  yet (under any revision of the job), enqueued and audited in one transaction.
 
 The value types the protocol speaks (``ScheduleState``, ``DueSchedules``, ``SchedulePlan``,
 ``SlotFiring``, ``SkippedSlots``, ``PlanOutcome``) live in :mod:`jobledger.models.plans`, below
@@ -23,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from ... import contract
-from ...errors import DataCorrupt, InvalidArgument
+from ...errors import DataCorrupt, InvalidArgument, JobDisabled, NotFound, RevisionConflict
 from ...models import (
     DEFAULT_DUE_LIMIT,
+    MAX_BACKFILL_SLOTS,
     MAX_DUE_LIMIT,
     MAX_PLANS_PER_CALL,
     MAX_SLOTS_PER_CALL,
@@ -48,6 +51,7 @@ from .firings import firing_of, insert_firings
 __all__ = ["ScheduleOperations"]
 
 SKIPPED_EVENT: Final = "schedule_slots_skipped"
+BACKFILLED_ACTION: Final = "schedule_backfilled"
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -239,6 +243,113 @@ class ScheduleOperations(OperationsBase):
         if inserted:
             self._after_enqueue()
         return recorded
+
+    def record_backfill(
+        self,
+        job_id: str,
+        *,
+        expected_revision: int,
+        fire: Sequence[SlotFiring],
+        start: int,
+        end: int,
+        actor: str,
+    ) -> list[Occurrence]:
+        key = contract.normalize_identifier(job_id, "jobId")
+        revision = contract.normalize_positive_int(expected_revision, "expectedRevision")
+        who = contract.normalize_identifier(actor, "actor")
+        first = contract.normalize_epoch_ms(start, "start")
+        last = contract.normalize_epoch_ms(end, "end")
+        if first >= last:
+            raise InvalidArgument(
+                "a backfill range must end after it starts", details={"start": first, "end": last}
+            )
+        if not isinstance(fire, (list, tuple)):
+            raise InvalidArgument("fire must be a list of SlotFiring", details={"field": "fire"})
+        if len(fire) > MAX_BACKFILL_SLOTS:
+            raise InvalidArgument(
+                f"a backfill creates at most {MAX_BACKFILL_SLOTS} slots per call; split the range",
+                details={"count": len(fire), "limit": MAX_BACKFILL_SLOTS},
+            )
+        slots = [_normalize_slot(slot, index, first, last) for index, slot in enumerate(fire)]
+
+        def body(tx: Tx) -> list[Occurrence]:
+            now = tx.now()
+            row = tx.one("get_job", {"job_id": key})
+            if row is None:
+                raise NotFound(f"Scheduler job does not exist: {key}", details={"jobId": key})
+            meta = JobMeta.from_row(row)
+            if meta.revision != revision:
+                raise RevisionConflict(
+                    "the job changed since its schedule was read; backfill again",
+                    details={"jobId": key, "expected": revision, "actual": meta.revision},
+                )
+            if not meta.enabled:
+                raise JobDisabled(f"Scheduler job is disabled: {key}", details={"jobId": key})
+            # A slot counts as done when an occurrence of the job holds it, under any revision
+            # (the id is on the revision; the slot's instant and trigger key are not).
+            present = {
+                (int(found["scheduled_for"]), found["trigger_key"])
+                for found in tx.all(
+                    "backfill_present", {"job_id": key, "start": first, "end": last}
+                )
+            }
+            missing = [s for s in slots if (s.scheduled_for, s.trigger_key) not in present]
+            firings = [
+                firing_of(
+                    inputs.EnqueueInput(
+                        job_id=key,
+                        scheduled_for=slot.scheduled_for,
+                        trigger_key=slot.trigger_key,
+                        available_at=slot.available_at,
+                        payload=None,
+                        payload_json=None,  # the job's payload, snapshotted by the insert
+                        once_per_trigger=False,
+                    ),
+                    meta,
+                )
+                for slot in missing
+            ]
+            inserted = insert_firings(tx, now, firings)
+            created = [inserted[f.occurrence_id] for f in firings if f.occurrence_id in inserted]
+            if created:
+                tx.run("insert_events", tx.table([event for _, event in created]))
+            self._audit(
+                tx,
+                now=now,
+                action=BACKFILLED_ACTION,
+                actor=who,
+                subject=key,
+                data={
+                    "jobId": key,
+                    "start": first,
+                    "end": last,
+                    "slots": len(slots),
+                    "created": len(created),
+                    "revision": revision,
+                },
+            )
+            return [occurrence for occurrence, _ in created]
+
+        made = self._write(body)
+        if made:
+            self._after_enqueue()
+        return made
+
+
+def _normalize_slot(slot: object, index: int, start: int, end: int) -> SlotFiring:
+    if not isinstance(slot, SlotFiring):
+        raise InvalidArgument(f"fire[{index}] must be a SlotFiring", details={"index": index})
+    at = contract.normalize_epoch_ms(slot.scheduled_for, f"fire[{index}].scheduledFor")
+    if not start <= at < end:
+        raise InvalidArgument(
+            f"fire[{index}] lies outside the backfill range",
+            details={"index": index, "scheduledFor": at, "start": start, "end": end},
+        )
+    return SlotFiring(
+        scheduled_for=at,
+        trigger_key=contract.normalize_identifier(slot.trigger_key, f"fire[{index}].triggerKey"),
+        available_at=contract.normalize_epoch_ms(slot.available_at, f"fire[{index}].availableAt"),
+    )
 
 
 class _BatchRecorder:

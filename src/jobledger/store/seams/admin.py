@@ -24,6 +24,7 @@ from ...models import (
     QueueDepth,
     SchedulePlan,
     ScheduleState,
+    SlotFiring,
     ThroughputBucket,
     VerifyReport,
     WorkerRecord,
@@ -318,6 +319,28 @@ class ScheduleOperations(Protocol):
         neither enqueued nor reported again. Bad plans raise ``SCHEDULER_INVALID_ARGUMENT``
         (``planned_through`` may not move backwards) and change nothing.
         """
+        ...
+
+    def record_backfill(
+        self,
+        job_id: str,
+        *,
+        expected_revision: int,
+        fire: Sequence[SlotFiring],
+        start: int,
+        end: int,
+        actor: str,
+    ) -> list[Occurrence]:
+        """Enqueue the slots of ``fire`` (all in ``[start, end)``, epoch ms; at most 10,000)
+        that no occurrence of the job holds yet — under any revision: a slot is held when an
+        occurrence has its instant and trigger key — and append one ``schedule_backfilled``
+        audit record (``{jobId, start, end, slots, created, revision}``, ``actor``), in one
+        transaction. Returns the occurrences created, in slot order; a repeated or concurrent
+        backfill creates nothing twice (the slot's occurrence id is deterministic). Raises
+        ``SCHEDULER_NOT_FOUND`` (no such job), ``SCHEDULER_REVISION_CONFLICT`` (the job is no
+        longer at ``expected_revision``), ``SCHEDULER_JOB_DISABLED``,
+        ``SCHEDULER_INVALID_ARGUMENT`` (a bad range, a slot outside it, more than 10,000), and
+        changes nothing then."""
         ...
 
     def schedule_state(self, job_id: str) -> ScheduleState | None:
