@@ -432,7 +432,7 @@ class ClaimOperations(OperationsBase):
                 job_row = self._job_row(tx, job_id)
                 jobs[job_id] = None if job_row is None else rows.job_from_row(job_row)
             reclaimed = before["status"] == "running"
-            occurrence = _with(plain, job=jobs[job_id], reclaimed=reclaimed)
+            occurrence = replace(plain, job=jobs[job_id], reclaimed=reclaimed)
             event_type, data_json = common.claim_event_data(
                 attempt=occurrence.attempt,
                 previous_status=before["status"],
@@ -552,15 +552,13 @@ class ClaimOperations(OperationsBase):
             row = tx.one("claim_target", {"occurrence_id": key})
             if row is None:
                 raise NotFound(f"Scheduler occurrence does not exist: {key}")
-            # The lazy sweep runs first, as for every claim: a final attempt (or an
-            # outcome-unknown one) whose lease expired becomes a dead letter, this one included.
+            # The lazy sweep first, as for every claim: an expired final (or outcome-unknown)
+            # attempt becomes a dead letter, this one included.
             expired = self._without_live_leases(
                 tx.all("expired_leases", {"now": now, "limit": EXPIRED_BATCH})
             )
             queue = row["queue"]
-            # Every queue the sweep may change is locked with the target's, before the
-            # declarations are read (as a claim batch does): a concurrent re-declaration is
-            # either wholly before this claim or wholly after it.
+            # The sweep's queues are locked with the target's before their limits are read.
             touched = {queue} | {expired_row["queue"] for expired_row in expired}
             self._lock_queues(tx, touched, load_queues(tx), owner)
             declared = load_queues(tx)
@@ -598,7 +596,3 @@ class ClaimOperations(OperationsBase):
             return claimed[0] if claimed else None
 
         return self._write(body)
-
-
-def _with(occurrence: Occurrence, **changes: Any) -> Occurrence:
-    return replace(occurrence, **changes)
