@@ -114,6 +114,12 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
         authority=_authority(),
         trigger=schedule_json(Every(timedelta(minutes=1)), MisfirePolicy(misfire="skip")),
     )
+    store.create_job(  # an overlap policy: the store reads the job's live occurrences
+        id="sync",
+        kind="sync",
+        authority=_authority(),
+        trigger=schedule_json(Every(timedelta(minutes=1)), MisfirePolicy(overlap="skip")),
+    )
     at = datetime.fromtimestamp((now + 2 * MINUTE) / 1000, tz=UTC)
     store.create_job(
         id="once", kind="tick", authority=_authority(), trigger=schedule_json(Once(at))

@@ -35,6 +35,7 @@ class ScheduleMethods(AppBase):
 
         The options are :class:`~jobledger.planning.declare.ScheduleOptions` (``timezone``,
         ``anchor``, ``payload``, ``misfire``, ``misfire_grace``, ``catch_up_limit``, ``jitter``,
+        ``overlap``,
         ``nonexistent``, ``ambiguous``, ``max_attempts``, ``enabled``, ``queue``, ``priority``,
         ``on_lost_lease`` — ``None``: this app's handler's policy for the kind), as
         :func:`~jobledger.planning.declare.declare_schedule` takes them; ``authority`` defaults

@@ -24,14 +24,14 @@ from ..schedules.json_format import (
     MIN_INTERVAL_MS,
     NONEXISTENT_POLICIES,
 )
-from ..schedules.policy import MAX_CATCH_UP_LIMIT, MAX_JITTER_MS, MISFIRE_MODES
+from ..schedules.policy import MAX_CATCH_UP_LIMIT, MAX_JITTER_MS, MISFIRE_MODES, OVERLAP_POLICIES
 from .parsing import duration_arg, duration_within, instant_arg, int_within
 
 __all__ = ["add_schedule_flags", "schedule_flags_given", "trigger_from_flags"]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _CRON_OPTIONS: Final = ("timezone", "nonexistent", "ambiguous")
-_POLICY_OPTIONS: Final = ("misfire", "misfire_grace", "catch_up_limit", "jitter")
+_POLICY_OPTIONS: Final = ("misfire", "misfire_grace", "catch_up_limit", "jitter", "overlap")
 _TYPE_OPTIONS: Final = ("cron", "every", "at")
 
 
@@ -111,6 +111,12 @@ def add_schedule_flags(parser: argparse.ArgumentParser, *, update: bool) -> None
         metavar="DURATION",
         type=duration_within(maximum=timedelta(milliseconds=MAX_JITTER_MS)),
         help="delay each firing by a deterministic [0, jitter), at most 1d (default: none)",
+    )
+    policy.add_argument(
+        "--overlap",
+        choices=OVERLAP_POLICIES,
+        help="while an earlier occurrence is live: allow another (default), skip the slot, "
+        "buffer_one (at most one waits) or cancel_other (the new one replaces it)",
     )
 
 
@@ -229,6 +235,7 @@ _FLAGS: Final = {
     "misfire_grace": "--misfire-grace",
     "catch_up_limit": "--catch-up-limit",
     "jitter": "--jitter",
+    "overlap": "--overlap",
 }
 
 

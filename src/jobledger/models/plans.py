@@ -32,8 +32,8 @@ __all__ = [
     "SlotFiring",
 ]
 
-SkipReason = Literal["coalesced", "misfire", "catch_up_limit"]
-SKIP_REASONS: Final = ("coalesced", "misfire", "catch_up_limit")
+SkipReason = Literal["coalesced", "misfire", "catch_up_limit", "overlap"]
+SKIP_REASONS: Final = ("coalesced", "misfire", "catch_up_limit", "overlap")
 # The planning operations' limits (per call), which callers size their batches by.
 DEFAULT_DUE_LIMIT: Final = 500
 MAX_DUE_LIMIT: Final = 1000
@@ -143,7 +143,9 @@ class SchedulePlan:
     ``expected_*`` are the values read (:class:`ScheduleState`); the rest is what to write.
     ``once``: the slots are a ``Once`` job's, which count once per job across revisions: if an
     occurrence with the slot's trigger key, or a skipped run of exactly that slot, exists under
-    any revision, the slot is neither enqueued nor reported skipped again.
+    any revision, the slot is neither enqueued nor reported skipped again. ``overlap``: the
+    schedule's overlap policy (SPEC §12), which the store applies to ``fire`` against the job's
+    live occurrences inside the transaction that records the plan.
     """
 
     job_id: str
@@ -156,6 +158,7 @@ class SchedulePlan:
     fire: tuple[SlotFiring, ...] = ()
     skipped: tuple[SkippedSlots, ...] = ()
     once: bool = False
+    overlap: str = "allow"
 
 
 @dataclass(frozen=True, slots=True)

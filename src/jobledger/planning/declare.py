@@ -22,6 +22,7 @@ from ..schedules.policy import (
     DEFAULT_CATCH_UP_LIMIT,
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_MODES,
+    OVERLAP_POLICIES,
     MisfirePolicy,
 )
 from ..schedules.triggers import Cron, Every, Once, Trigger, schedule_json
@@ -119,7 +120,12 @@ def _build_trigger(
 
 
 def _build_policy(
-    *, misfire: object, misfire_grace: object, catch_up_limit: object, jitter: object
+    *,
+    misfire: object,
+    misfire_grace: object,
+    catch_up_limit: object,
+    jitter: object,
+    overlap: object,
 ) -> MisfirePolicy:
     if misfire not in MISFIRE_MODES:
         raise _refuse(
@@ -131,11 +137,16 @@ def _build_policy(
         raise _refuse("jitter must be a timedelta (or None for none)", "jitter")
     if type(catch_up_limit) is not int:
         raise _refuse("catch_up_limit must be an integer", "catch_up_limit")
+    if overlap not in OVERLAP_POLICIES:
+        raise _refuse(
+            f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}", "overlap"
+        )
     return MisfirePolicy(
         misfire=misfire,
         misfire_grace=DEFAULT_MISFIRE_GRACE if misfire_grace is None else misfire_grace,
         catch_up_limit=catch_up_limit,
         jitter=timedelta(0) if jitter is None else jitter,
+        overlap=overlap,
     )
 
 
@@ -153,6 +164,7 @@ class ScheduleOptions(TypedDict, total=False):
     misfire_grace: timedelta | None
     catch_up_limit: int
     jitter: timedelta | None
+    overlap: str
     nonexistent: str
     ambiguous: str
     max_attempts: int
@@ -173,6 +185,7 @@ SCHEDULE_DEFAULTS: Final[ScheduleOptions] = {
     "misfire_grace": None,
     "catch_up_limit": DEFAULT_CATCH_UP_LIMIT,
     "jitter": None,
+    "overlap": "allow",
     "nonexistent": "shift",
     "ambiguous": "cron",
     "max_attempts": contract.DEFAULT_MAX_ATTEMPTS,
@@ -196,8 +209,10 @@ def declare_schedule(
     Exactly one of ``cron`` (an expression, evaluated in ``timezone`` with the ``nonexistent`` /
     ``ambiguous`` DST rules), ``every`` (a :class:`~datetime.timedelta` ≥ 1 s, slots at
     ``anchor + k·every``) or ``at`` (an aware datetime; its sub-millisecond part is dropped).
-    ``misfire`` / ``misfire_grace`` (default 1 minute) / ``catch_up_limit`` / ``jitter`` are the
-    job's :class:`~jobledger.schedules.MisfirePolicy`.
+    ``misfire`` / ``misfire_grace`` (default 1 minute) / ``catch_up_limit`` / ``jitter`` /
+    ``overlap`` (default ``"allow"``; ``"skip"``, ``"buffer_one"``, ``"cancel_other"``: what a
+    firing does while an earlier occurrence of the job is live, SPEC §12) are the job's
+    :class:`~jobledger.schedules.MisfirePolicy`.
 
     Idempotent: when the stored job already has this kind, trigger (with its policy), payload,
     authority, ``enabled`` and ``max_attempts``, nothing is written and the stored job is
@@ -236,6 +251,7 @@ def declare_schedule(
         misfire_grace=given["misfire_grace"],
         catch_up_limit=given["catch_up_limit"],
         jitter=given["jitter"],
+        overlap=given["overlap"],
     )
     enabled = given["enabled"]
     if type(enabled) is not bool:

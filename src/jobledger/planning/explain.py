@@ -34,6 +34,13 @@ MAX_EXPLAIN_COUNT: Final = 100
 # The most parents a text rendering lists one by one.
 PARENTS_SHOWN: Final = 20
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# What each overlap policy does, for people (SPEC §12).
+_OVERLAP_WORDS: Final = {
+    "allow": " (a slot fires whatever is still live)",
+    "skip": " (a slot is skipped while an occurrence of the job is live)",
+    "buffer_one": " (at most one occurrence waits behind a live one; further slots skipped)",
+    "cancel_other": " (a firing cancels the live occurrences it replaces)",
+}
 
 
 def _moment(instant_ms: int) -> datetime:
@@ -214,6 +221,7 @@ class Explanation:
                 f"misfire: {policy.misfire}, grace {span_of(policy.misfire_grace_ms)}{limit}, "
                 f"jitter {jitter}"
             )
+            lines.append(f"overlap: {policy.overlap}{_OVERLAP_WORDS[policy.overlap]}")
         if self.is_schedule:
             lines.append(f"next fire times (from {at(_ms(self.now))}):")
             lines.extend(

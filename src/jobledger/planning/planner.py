@@ -25,7 +25,7 @@ backlog is never walked slot by slot (the planner uses ``latest_at_or_before`` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from ..clock import Clock
@@ -298,8 +298,12 @@ def plan_schedule(state: ScheduleState, now: int) -> SchedulePlan:
         )
     trigger, policy = parsed
     if isinstance(trigger, Once):
-        return _plan_once(state, trigger, policy, now)
-    return _plan_periodic(state, trigger, policy, now)
+        plan = _plan_once(state, trigger, policy, now)
+    else:
+        plan = _plan_periodic(state, trigger, policy, now)
+    # The overlap policy is applied by the store, against the job's live occurrences, in the
+    # transaction that records the plan: only there can planners and workers not race it.
+    return plan if policy.overlap == "allow" else replace(plan, overlap=policy.overlap)
 
 
 def _park(state: ScheduleState, now: int) -> SchedulePlan:

@@ -9,9 +9,10 @@ A jobledger schedule is one self-describing, versioned JSON object::
 
 ``type`` ``"every"`` carries ``intervalMs`` and ``anchorMs`` instead of the four cron keys,
 ``type`` ``"once"`` carries ``atMs``. Every key is required and no other key is allowed, so a
-stored schedule always means exactly one thing. Anything that is not a dict with
-``"jobledger": "schedule"`` is *foreign* JSON: the kernel keeps it opaque and the planner leaves
-the job alone.
+stored schedule always means exactly one thing — except ``overlap`` (SPEC §12), present only
+when it is not ``"allow"`` (a schedule without it keeps the bytes it always had). Anything
+that is not a dict with ``"jobledger": "schedule"`` is *foreign* JSON: the kernel keeps it
+opaque and the planner leaves the job alone.
 
 This module imports only the standard library, :mod:`jobledger.errors`,
 :mod:`jobledger.contract` and the parsing half of this package, so the store can call
@@ -63,6 +64,8 @@ MAX_INTERVAL_MS: Final = MAX_INSTANT_MS
 _COMMON_KEYS: Final = frozenset(
     {"jobledger", "version", "type", "misfire", "misfireGraceMs", "catchUpLimit", "jitterMs"}
 )
+# Keys a schedule may carry or omit (omitted: the default), beside the required ones.
+_OPTIONAL_KEYS: Final = frozenset({"overlap"})
 _TYPE_KEYS: Final = {
     "cron": ("expression", "timezone", "nonexistent", "ambiguous"),
     "every": ("intervalMs", "anchorMs"),
@@ -70,7 +73,7 @@ _TYPE_KEYS: Final = {
 }
 _KEY_ORDER: Final = (
     "version", "type", "expression", "timezone", "nonexistent", "ambiguous", "intervalMs",
-    "anchorMs", "atMs", "misfire", "misfireGraceMs", "catchUpLimit", "jitterMs",
+    "anchorMs", "atMs", "misfire", "misfireGraceMs", "catchUpLimit", "jitterMs", "overlap",
 )  # fmt: skip
 
 
@@ -127,11 +130,11 @@ def check_instant_ms(value: object, field: str) -> int:
 
 def _check_keys(value: Mapping[str, Any], kind: str) -> None:
     allowed = _COMMON_KEYS | frozenset(_TYPE_KEYS[kind])
-    extra = sorted(str(key) for key in value if key not in allowed)
+    extra = sorted(str(key) for key in value if key not in allowed | _OPTIONAL_KEYS)
     if extra:
         raise InvalidArgument(
             f"trigger.{extra[0]} is not a key of a {kind!r} schedule (allowed: "
-            f"{', '.join(sorted(allowed))})",
+            f"{', '.join(sorted(allowed | _OPTIONAL_KEYS))})",
             details={"field": f"trigger.{extra[0]}"},
         )
     for key in _KEY_ORDER:

@@ -24,14 +24,19 @@ __all__ = [
     "MAX_CATCH_UP_LIMIT",
     "MAX_JITTER_MS",
     "MISFIRE_MODES",
+    "OVERLAP_POLICIES",
     "MisfireMode",
     "MisfirePolicy",
+    "OverlapPolicy",
     "jitter_offset_ms",
     "whole_ms",
 ]
 
 MisfireMode = Literal["coalesce", "catch_up", "skip"]
 MISFIRE_MODES: Final = ("coalesce", "catch_up", "skip")
+# What a firing does while an earlier occurrence of the job is live (SPEC §12 "Overlap").
+OverlapPolicy = Literal["allow", "skip", "buffer_one", "cancel_other"]
+OVERLAP_POLICIES: Final = ("allow", "skip", "buffer_one", "cancel_other")
 DEFAULT_MISFIRE_GRACE: Final = timedelta(minutes=1)
 DEFAULT_MISFIRE_GRACE_MS: Final = DEFAULT_MISFIRE_GRACE // timedelta(milliseconds=1)
 DEFAULT_CATCH_UP_LIMIT: Final = 100
@@ -72,13 +77,17 @@ class MisfirePolicy:
     latest), ``"catch_up"`` (missed slots fire, oldest first, at most ``catch_up_limit``) or
     ``"skip"`` (missed slots do not fire). A slot is missed when first seen more than
     ``misfire_grace`` after its instant. ``jitter`` delays each firing's ``available_at`` by a
-    deterministic offset in ``[0, jitter)`` (:func:`jitter_offset_ms`).
+    deterministic offset in ``[0, jitter)`` (:func:`jitter_offset_ms`). ``overlap`` says what a
+    firing does while an earlier occurrence of the job is live (``queued``, ``retry_wait``,
+    ``running``): ``"allow"`` (default), ``"skip"``, ``"buffer_one"`` or ``"cancel_other"``
+    (SPEC §12; the store decides it in the transaction that records the plan).
     """
 
     misfire: MisfireMode = "coalesce"
     misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE
     catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
     jitter: timedelta = timedelta(0)
+    overlap: OverlapPolicy = "allow"
 
     def __post_init__(self) -> None:
         if self.misfire not in MISFIRE_MODES:
@@ -95,6 +104,11 @@ class MisfirePolicy:
                 details={"field": "catch_up_limit"},
             )
         whole_ms(self.jitter, "jitter", maximum=MAX_JITTER_MS)
+        if self.overlap not in OVERLAP_POLICIES:
+            raise InvalidArgument(
+                f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {self.overlap!r}",
+                details={"field": "overlap"},
+            )
 
     @property
     def misfire_grace_ms(self) -> int:
@@ -105,13 +119,17 @@ class MisfirePolicy:
         return self.jitter // _ONE_MS
 
     def to_json(self) -> dict[str, Any]:
-        """The policy keys of the trigger JSON."""
-        return {
+        """The policy keys of the trigger JSON (``overlap`` only when it is not ``"allow"``, so
+        a schedule without it keeps its bytes, and its job its revision)."""
+        encoded: dict[str, Any] = {
             "misfire": self.misfire,
             "misfireGraceMs": self.misfire_grace_ms,
             "catchUpLimit": self.catch_up_limit,
             "jitterMs": self.jitter_ms,
         }
+        if self.overlap != "allow":
+            encoded["overlap"] = self.overlap
+        return encoded
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any], prefix: str = "trigger") -> MisfirePolicy:
@@ -125,11 +143,20 @@ class MisfirePolicy:
         grace = _json_int(value, "misfireGraceMs", prefix, 0, MAX_SAFE_INTEGER)
         limit = _json_int(value, "catchUpLimit", prefix, 1, MAX_CATCH_UP_LIMIT)
         jitter = _json_int(value, "jitterMs", prefix, 0, MAX_JITTER_MS)
+        overlap = value.get("overlap", "allow")
+        if overlap not in OVERLAP_POLICIES[1:] and "overlap" in value:
+            # "allow" is the absence of the key: the stored form has one spelling per policy
+            raise InvalidArgument(
+                f"{prefix}.overlap must be one of {', '.join(OVERLAP_POLICIES[1:])} "
+                '(omit it for "allow")',
+                details={"field": f"{prefix}.overlap"},
+            )
         return cls(
             misfire=cast(MisfireMode, misfire),
             misfire_grace=timedelta(milliseconds=grace),
             catch_up_limit=limit,
             jitter=timedelta(milliseconds=jitter),
+            overlap=cast(OverlapPolicy, overlap),
         )
 
 

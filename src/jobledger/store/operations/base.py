@@ -111,6 +111,13 @@ class OperationsBase(ABC):
     def _assert_open(self) -> None: ...
 
     @abstractmethod
+    def _cancel_in(
+        self, tx: Tx, now: int, current: Row, *, actor: str, reason: str
+    ) -> Occurrence | None:
+        """Cancel one occurrence inside ``tx`` (``LeaseOperations``; the planner's overlap
+        policy cancels through it too)."""
+
+    @abstractmethod
     def _take_locks(self, tx: Tx, *, shared: Sequence[str], exclusive: Sequence[str]) -> None:
         """Serialize claims, pauses and admissions per queue, owner or partition (lock names,
         in the order given). PostgreSQL takes transaction-scoped advisory locks; SQLite needs

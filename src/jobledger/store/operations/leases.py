@@ -16,7 +16,7 @@ from ... import contract
 from ...errors import Conflict, LeaseLost, NotFound, RequeueConflict
 from ...models import Occurrence, Outcome, Renewal, Settlement
 from .. import common, inputs, rows
-from ..tx import Tx
+from ..tx import Row, Tx
 from . import dependencies
 from .adjudication import awaits_adjudication, error_code_of
 from .admission import Gate, Lane, load_queues, queue_lock
@@ -353,51 +353,63 @@ class LeaseOperations(OperationsBase):
     def cancel_occurrence(self, *, occurrence_id: str, actor: str, reason: str) -> Occurrence:
         key = contract.normalize_identifier(occurrence_id, "occurrenceId")
         who, why = inputs.normalize_actor_reason(actor, reason)
-        error_json = contract.canonical_json(
-            {"code": "cancelled", "message": why, "actor": who}, "error"
-        )
 
         def body(tx: Tx) -> Occurrence:
-            now = tx.now()
             current = self._occurrence_row(tx, key)
             if current is None:
                 raise NotFound(f"Scheduler occurrence does not exist: {key}")
-            row = tx.one(
-                "cancel_occurrence", {"occurrence_id": key, "error_json": error_json, "now": now}
-            )
-            if row is None:
+            cancelled = self._cancel_in(tx, tx.now(), current, actor=who, reason=why)
+            if cancelled is None:
                 raise Conflict(
                     f"Occurrence {key} is {current['status']}: only queued, waiting or running "
                     "occurrences can be cancelled",
                     code="SCHEDULER_CANCEL_CONFLICT",
                     details={"status": current["status"]},
                 )
-            if current["status"] in ("running", "queued", "retry_wait") and row["partition_key"]:
-                self._free_lanes(tx, now, {(row["queue"], row["partition_key"])})
-            # Descendants under "cancel" go with it, before it is read back for the caller.
-            dependencies.decide_children(tx, now, [row], self.work_signal)
-            cancelled = self._occurrence(tx, row)
-            self._append_event(
-                tx,
-                job_id=cancelled.job_id,
-                occurrence_id=key,
-                event_type="occurrence_cancelled",
-                occurred_at=cancelled.updated_at,
-                owner_id=current["lease_owner"],
-                fence=int(current["fence"]),
-                data={
-                    "actor": who,
-                    "reason": why,
-                    "attempt": cancelled.attempt,
-                    "previousStatus": current["status"],
-                    "previousOwner": current["lease_owner"],
-                },
-            )
             return cancelled
 
         occurrence = self._write(body)
         self._after_settle([occurrence.id])
         return occurrence
+
+    def _cancel_in(
+        self, tx: Tx, now: int, current: Row, *, actor: str, reason: str
+    ) -> Occurrence | None:
+        """Cancel the occurrence ``current`` (its row as read in ``tx``) inside ``tx``: a
+        running one is cancelled cooperatively (its lease is void: the handler's next renew or
+        settle is refused); frees its partition slot, decides its children and appends
+        ``occurrence_cancelled``. ``None`` when its status cannot be cancelled."""
+        key = current["occurrence_id"]
+        error_json = contract.canonical_json(
+            {"code": "cancelled", "message": reason, "actor": actor}, "error"
+        )
+        row = tx.one(
+            "cancel_occurrence", {"occurrence_id": key, "error_json": error_json, "now": now}
+        )
+        if row is None:
+            return None
+        if current["status"] in ("running", "queued", "retry_wait") and row["partition_key"]:
+            self._free_lanes(tx, now, {(row["queue"], row["partition_key"])})
+        # Descendants under "cancel" go with it, before it is read back for the caller.
+        dependencies.decide_children(tx, now, [row], self.work_signal)
+        cancelled = self._occurrence(tx, row)
+        self._append_event(
+            tx,
+            job_id=cancelled.job_id,
+            occurrence_id=key,
+            event_type="occurrence_cancelled",
+            occurred_at=cancelled.updated_at,
+            owner_id=current["lease_owner"],
+            fence=int(current["fence"]),
+            data={
+                "actor": actor,
+                "reason": reason,
+                "attempt": cancelled.attempt,
+                "previousStatus": current["status"],
+                "previousOwner": current["lease_owner"],
+            },
+        )
+        return cancelled
 
     def requeue_dead_letter(
         self,

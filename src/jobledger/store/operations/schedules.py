@@ -21,7 +21,7 @@ both the store and the planner.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from ... import contract
@@ -43,6 +43,7 @@ from ...models import (
     SkipReason,
     SlotFiring,
 )
+from ...schedules.policy import OVERLAP_POLICIES
 from .. import common, inputs, rows
 from ..tx import Row, Tx
 from .base import JobMeta, OperationsBase
@@ -121,6 +122,11 @@ def _normalize_plan(plan: object, index: int) -> SchedulePlan:
         slot = scheduled
     for position, skip in enumerate(plan.skipped):
         _normalize_skip(skip, plan, f"{name}.skipped[{position}]")
+    if plan.overlap not in OVERLAP_POLICIES:
+        raise InvalidArgument(
+            f"{name}.overlap must be one of {', '.join(OVERLAP_POLICIES)}",
+            details={"field": f"{name}.overlap"},
+        )
     return plan
 
 
@@ -232,16 +238,27 @@ class ScheduleOperations(OperationsBase):
             self._assert_open()
             return []
         inserted = False
+        cancelled: list[str] = []
 
         def body(tx: Tx) -> list[PlanOutcome]:
             nonlocal inserted
-            outcomes = _BatchRecorder(tx, tx.now()).record(normalized)
+            cancelled.clear()
+            now = tx.now()
+
+            def cancel(row: Row) -> None:
+                # A live occurrence an overlap="cancel_other" firing replaces (SPEC §12).
+                if self._cancel_in(tx, now, row, actor="planner", reason="overlap") is not None:
+                    cancelled.append(row["occurrence_id"])
+
+            outcomes = _BatchRecorder(tx, now, cancel).record(normalized)
             inserted = any(outcome.enqueued for outcome in outcomes)
             return outcomes
 
         recorded = self._write(body)
         if inserted:
             self._after_enqueue()
+        if cancelled:
+            self._after_settle(cancelled)
         return recorded
 
     def record_backfill(
@@ -362,9 +379,10 @@ class _BatchRecorder:
     a ``Once`` slot, a firing that already exists — cost a statement of their own.
     """
 
-    def __init__(self, tx: Tx, now: int) -> None:
+    def __init__(self, tx: Tx, now: int, cancel: Callable[[Row], None]) -> None:
         self.tx = tx
         self.now = now
+        self.cancel = cancel
 
     def record(self, plans: Sequence[SchedulePlan]) -> list[PlanOutcome]:
         tx, now = self.tx, self.now
@@ -379,7 +397,9 @@ class _BatchRecorder:
             if plan.once and self._once_slots_planned(plan):
                 decided.append((plan, (), ()))
             else:
-                decided.append((plan, plan.fire, tuple(_recorded(s, now) for s in plan.skipped)))
+                fire, overlapping = self._overlap(plan)
+                skipped = (*plan.skipped, *overlapping)
+                decided.append((plan, fire, tuple(_recorded(s, now) for s in skipped)))
         events: list[dict[str, Any]] = []
         stored_skips = {plan.job_id: row["skips_json"] for plan, row in applied}
         skip_updates = []
@@ -456,6 +476,46 @@ class _BatchRecorder:
             new.append(occurrence)
             job_events.append(event)
         return {job_id: (tuple(new), job_events) for job_id, (new, job_events) in result.items()}
+
+    def _overlap(
+        self, plan: SchedulePlan
+    ) -> tuple[tuple[SlotFiring, ...], tuple[SkippedSlots, ...]]:
+        """Apply the schedule's overlap policy (SPEC §12) to the plan's firings, against the
+        job's live occurrences as this transaction sees them (after the compare-and-swap that
+        serializes the job's planners): which slots fire, and the run of slots skipped for
+        ``overlap``. ``cancel_other`` cancels the live ones here, in the same transaction."""
+        fire = plan.fire
+        if plan.overlap == "allow" or not fire:
+            return fire, ()
+        job = self.tx.one("get_job", {"job_id": plan.job_id})
+        if job is None:
+            raise DataCorrupt(
+                "A schedule row names a job that does not exist", details={"jobId": plan.job_id}
+            )
+        live = self.tx.all("live_of_job", {"job_id": plan.job_id, "kind": job["kind"]})
+        if plan.overlap == "skip":
+            # One at a time: nothing fires while one is live, else the oldest due slot only.
+            kept = () if live else fire[:1]
+        elif plan.overlap == "buffer_one":
+            # At most one waits (queued or retrying) behind the running one.
+            waiting = [row for row in live if row["status"] != "running"]
+            kept = () if waiting else fire[:1]
+        else:  # cancel_other: the newest slot replaces whatever is live
+            for row in live:
+                self.cancel(row)
+            kept = fire[-1:]
+        left = [firing for firing in fire if firing not in kept]
+        if not left:
+            return kept, ()
+        run = SkippedSlots(
+            job_id=plan.job_id,
+            scheduled_for=left[0].scheduled_for,
+            last=left[-1].scheduled_for,
+            count=len(left),
+            reason="overlap",
+            revision=plan.expected_revision,
+        )
+        return kept, (run,)
 
     def _once_slots_planned(self, plan: SchedulePlan) -> bool:
         """Whether a ``Once`` slot of this plan was already fired or skipped under any revision.

@@ -432,3 +432,10 @@ SELECT COUNT(*) AS n FROM (
   WHERE queue = %(queue)s AND status = 'running'
   LIMIT %(cap)s
 ) AS running
+
+-- name: live_of_job
+-- A scheduled job's live occurrences, oldest first (the overlap policy, SPEC §12): the status
+-- index (status, kind, seq) holds them; the job's index would walk its whole history.
+SELECT occurrence_id, status, lease_owner, fence, queue, partition_key FROM occurrences
+WHERE status IN ('queued', 'retry_wait', 'running') AND kind = %(kind)s AND job_id = %(job_id)s
+ORDER BY seq

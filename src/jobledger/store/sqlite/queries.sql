@@ -457,3 +457,12 @@ SELECT COUNT(*) AS n FROM (
   WHERE queue = :queue AND status = 'running'
   LIMIT :cap
 ) AS running
+
+-- name: live_of_job
+-- A scheduled job's live occurrences, oldest first (the overlap policy, SPEC §12): probes of the
+-- status index by (status, kind), so only live rows of the job's kind are read. Pinned: SQLite
+-- would otherwise take the job's index and walk the job's whole history on every planner pass.
+SELECT occurrence_id, status, lease_owner, fence, queue, partition_key
+FROM occurrences INDEXED BY jobledger_occurrences_status
+WHERE status IN ('queued', 'retry_wait', 'running') AND kind = :kind AND job_id = :job_id
+ORDER BY seq
