@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -269,10 +270,10 @@ with jobledger.open_store(folder + "/parent.sqlite3") as store:
 """
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_a_child_never_outlives_its_worker(tmp_path):
     import signal
     import subprocess
-    import sys
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
