@@ -15,7 +15,8 @@ Every handler records its side effects *outside the store*, in an append-only fi
 line per ``write(2)`` on an ``O_APPEND`` descriptor (so lines from concurrent processes never
 interleave): ``start`` when the handler begins and ``end`` just before it returns, keyed by
 (occurrence id, fence) with the owner, pid and ``time.monotonic()`` (system-wide on Linux, so
-the harness can compare instants across processes). A SIGKILL can land anywhere: before the
+the harness can compare instants across processes), and the epoch ms (``w``) to compare with
+the store's instants. A SIGKILL can land anywhere: before the
 start line, between the lines, or after the end line while the settlement waits to commit.
 
 Job kinds:
@@ -24,6 +25,8 @@ Job kinds:
 * ``flaky`` — fails its first attempt (retryable), succeeds afterwards;
 * ``doomed`` — always fails: with ``payload["fatal"]`` by raising :class:`jobledger.Fail`
   (dead-lettered at once), otherwise retryably (dead-lettered when its attempts run out);
+* ``once`` / ``charge`` — sleep ``payload["ms"]`` and succeed: the recovery scenario's
+  ``max_attempts=1`` and ``on_lost_lease="adjudicate"`` jobs (:mod:`tests.chaos.recovery`);
 * ``tick`` — the scheduled jobs' kind (declared here with ``app.schedule(every=…)``, as every
   real deployment does at start-up; the declaration is idempotent).
 """
@@ -64,6 +67,7 @@ class Effects:
                 "owner": self._owner,
                 "pid": self._pid,
                 "t": time.monotonic(),
+                "w": jobledger.system_clock(),  # epoch ms, to compare with store instants
             },
             separators=(",", ":"),
         )
@@ -126,6 +130,22 @@ def build_app(config: dict[str, Any]) -> jobledger.App:
         if ctx.payload["fatal"]:
             raise jobledger.Fail("this job always fails", code="doomed")
         raise RuntimeError("this job fails every attempt")
+
+    # The recovery scenario (tests/chaos/recovery.py): jobs with max_attempts=1, and jobs whose
+    # lost attempts become outcome-unknown cases.
+    @app.handler("once", retry=fast_retry)
+    def once(ctx: jobledger.JobContext) -> dict[str, int]:
+        effects.record("start", ctx)
+        time.sleep(ctx.payload["ms"] / 1000)
+        effects.record("end", ctx)
+        return {"fence": ctx.fence}
+
+    @app.handler("charge", retry=fast_retry, on_lost_lease="adjudicate")
+    def charge(ctx: jobledger.JobContext) -> dict[str, int]:
+        effects.record("start", ctx)
+        time.sleep(ctx.payload["ms"] / 1000)
+        effects.record("end", ctx)
+        return {"fence": ctx.fence}
 
     @app.handler("tick", retry=fast_retry)
     def tick(ctx: jobledger.JobContext) -> dict[str, int]:

@@ -253,10 +253,10 @@ def verify(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, A
             elif kind in SETTLES:
                 if kind == "occurrence_succeeded":
                     succeeded.append(event)
-                lease_expired_dead_letter = (
-                    kind == "occurrence_dead_lettered"
-                    and (event["data"].get("error") or {}).get("code") == "lease_expired"
-                )
+                # Written by whoever found the lease lost (a claim, the reaper), not its holder.
+                lease_expired_dead_letter = kind == "occurrence_dead_lettered" and (
+                    event["data"].get("error") or {}
+                ).get("code") in ("lease_expired", "SCHEDULER_OUTCOME_UNKNOWN")
                 if latest_claim is None or event["fence"] != latest_claim["fence"]:
                     problems.append(f"{occurrence_id}: {kind} by a stale fence {event['fence']}")
                 elif (

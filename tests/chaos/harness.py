@@ -46,6 +46,7 @@ from typing import Any
 
 import jobledger
 
+from . import recovery
 from .checks import TERMINAL, measure, read_evidence, verify
 from .clocksteps import (
     HOUR_MS,
@@ -75,7 +76,7 @@ class ChaosConfig:
     extra_every: int = 3  # enqueue more work every this many rounds
     extra: int = 200
     concurrency: int = 2
-    prefetch: int = 8
+    prefetch: int | None = 8  # None: the default, adaptive prefetch
     lease_s: float = 15.0
     reap_s: float = 2.0  # WorkerOptions.reap_interval's default
     poll_s: float = 1.0  # WorkerOptions.poll_interval's default
@@ -95,6 +96,11 @@ class ChaosConfig:
     clock_back_ms: int = HOUR_MS
     clock_phase_s: float = 3.0
     clock_slow_ms: int = 5_000  # one ``work`` this long per worker, enqueued at each step
+    # Recovery scenario (tests/chaos/recovery.py): max_attempts=1 jobs, adjudicate-policy jobs,
+    # and work under a partition limit removed and restored every round.
+    once: int = 0
+    charges: int = 0
+    limited: int = 0
 
     @classmethod
     def preset(cls, name: str, store: str, seed: int) -> ChaosConfig:
@@ -144,6 +150,30 @@ class ChaosConfig:
                 clock_steps=24 if long else 3,
                 clock_phase_s=4.0,
             )
+        if name in ("recovery", "recovery-long"):
+            long = name == "recovery-long"
+            # Kills with the default (adaptive) prefetch and fast handlers, so every victim holds
+            # claims it never started; no server restarts or backend kills (other runs do them).
+            return cls(
+                store=store,
+                seed=seed,
+                rounds=30 if long else 5,
+                round_min_s=0.15,  # after the round's work arrived (recovery.before_round)
+                round_max_s=0.5,
+                backlog=4_000 if long else 400,
+                flaky=40 if long else 10,
+                doomed=20 if long else 6,
+                extra=400 if long else 100,
+                concurrency=4,
+                prefetch=None,
+                work_ms=(0, 3),
+                backend_kill_rate=0.0,
+                restart_rounds=(),
+                once=4_000 if long else 600,
+                charges=600 if long else 100,
+                limited=400 if long else 80,
+                drain_timeout_s=600.0 if long else 90.0,
+            )
         raise ValueError(f"unknown preset {name!r}")
 
 
@@ -173,6 +203,9 @@ class RunLog:
     # event written while every worker still lived (takeovers up to it were from live owners)
     clock_steps: list[dict[str, Any]] = field(default_factory=list)
     live_through_event: int | None = None
+    # recovery scenario: each partition-limit change, and what it found wrong at once
+    limit_toggles: list[dict[str, Any]] = field(default_factory=list)
+    recovery_problems: list[str] = field(default_factory=list)
     clock_exposure: list[dict[str, int]] = field(default_factory=list)  # per cycle, see clocksteps
 
 
@@ -220,6 +253,7 @@ class Harness:
         self._serial = 0
         self.running: dict[str, WorkerProcess] = {}
         self.clock_offsets: dict[str, int] = {}  # clock-step runs: owner -> offset (ms)
+        self.limits_on = False  # recovery scenario: the partition limit stands
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -408,6 +442,7 @@ class Harness:
         app = self.admin()
         try:
             self.seed_backlog(app)
+            recovery.seed(self, app)
             for _ in range(config.workers):
                 self.spawn()
             self.log.phases["setup_s"] = time.monotonic() - began
@@ -419,6 +454,7 @@ class Harness:
                 self.wait_until_running()
                 step_clocks(self, app)
             for round_index in range(1, config.rounds + 1):
+                recovery.before_round(self, app)
                 time.sleep(self.rng.uniform(config.round_min_s, config.round_max_s))
                 self.check_alive()
                 self.kill(round_index)
@@ -430,6 +466,8 @@ class Harness:
                         self.restart_server()
                 if round_index % config.extra_every == 0:
                     self.enqueue(app, "work", self.work(config.extra))
+                recovery.toggle_limits(self, app)
+            recovery.finish_limits(self, app)
             self.check_alive()
             self.log.phases["chaos_s"] = time.monotonic() - chaos_began
             if config.clock_steps:
@@ -478,6 +516,9 @@ def run_chaos(config: ChaosConfig, workdir: Path) -> dict[str, Any]:
         problems, facts = verify(harness, evidence)
         if config.clock_steps:
             problems += clock_problems(harness, facts)
+        more, scenario = recovery.check(harness, evidence)
+        problems += more
+        facts.update(scenario)
         timing = measure(harness, evidence)
     finally:
         harness.close()

@@ -4,6 +4,7 @@
     python -m tests.chaos.run --store both --seed 7 --long --json chaos-report.json
     python -m tests.chaos.run --store postgres --cuts        # session cuts, 0.2-2 s cadences
     python -m tests.chaos.run --store sqlite --clock         # clock steps, +2 h and -1 h
+    python -m tests.chaos.run --store both --recovery        # buffered claims, limits toggled
 
 Prints a summary per store (kills, restarts, re-runs, the kill-to-re-run times and every
 violation found) and exits 1 if any promise was broken. ``--keep`` leaves the work directory
@@ -44,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         help="step live workers' clocks 2 h forward and 1 h back, and back (no kills)",
     )
     size.add_argument("--clock-long", dest="preset", action="store_const", const="clock-long")
+    size.add_argument(
+        "--recovery",
+        dest="preset",
+        action="store_const",
+        const="recovery",
+        help="kills with the default prefetch: max_attempts=1 and adjudicate jobs, partition "
+        "limits removed and restored",
+    )
+    size.add_argument("--recovery-long", dest="preset", action="store_const", const="recovery-long")
     parser.add_argument("--rounds", type=int, help="override the preset's number of rounds")
     parser.add_argument("--json", type=Path, help="write the reports here")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")

@@ -9,6 +9,11 @@ The session-cut run (PostgreSQL) cuts a live worker's sessions at cadences of 0.
 
 The clock-step run steps live workers' store clocks 2 h forward and 1 h back, three cycles here
 (about 25 s on SQLite), 24 with ``JOBLEDGER_CHAOS=long`` (``--clock-long``).
+
+The recovery run (``tests/chaos/recovery.py``) kills workers holding buffered claims of
+``max_attempts=1`` and ``on_lost_lease="adjudicate"`` jobs while a partition limit is removed
+and restored: five kills here (seconds), thirty with ``JOBLEDGER_CHAOS=long``
+(``--recovery-long``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,39 @@ def test_sigkills_lose_nothing_and_settle_each_occurrence_once(store, tmp_path):
         assert len(report["server_restarts"]) == len(config.restart_rounds)
     # Recovery comes from seeing the killed worker gone, not from waiting out its lease.
     assert report["kill_to_lease_ended"]["max_s"] < config.lease_s
+
+
+@pytest.mark.timeout(900 if PRESET == "long" else 240)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_kills_with_the_default_prefetch_never_dead_letter_or_adjudicate_unstarted_work(
+    store, tmp_path
+):
+    """Issue 30 (1, 2, 5): workers with the default adaptive prefetch and fast handlers are
+    SIGKILLed holding claims they never started — ``max_attempts=1`` jobs and
+    ``on_lost_lease="adjudicate"`` jobs among them — while a partition limit is removed and
+    restored every round. No dead letter and no adjudication case for work that never started;
+    every outcome-unknown dead letter is a listed case; nothing held once no limit holds it."""
+    if store == "postgres" and find_pg_bin() is None:
+        pytest.skip("no PostgreSQL server binaries for a private cluster")
+    config = ChaosConfig.preset("recovery-long" if PRESET == "long" else "recovery", store, SEED)
+    try:
+        report = run_chaos(config, tmp_path / "recovery")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    shown = {k: v for k, v in report.items() if k not in ("config", "worker_summaries")}
+    print(json.dumps({"store": store, **shown}, indent=2))
+    assert report["problems"] == []
+    assert report["kills"] == config.rounds
+    # Never marked started (the store's knowledge; the mark is durable before a handler runs).
+    assert report["dead_letters_never_started"] == 0
+    assert report["adjudication_cases_never_started"] == 0
+    assert report["adjudication_cases"] == report["outcome_unknown_dead_letters"]
+    assert report["held_after_removal_max"] == 0
+    # Removed in odd rounds, restored in even ones, and removed for good before the drain.
+    assert report["limit_toggles"] == config.rounds + (config.rounds + 1) % 2
+    assert report["held_under_limit_max"] > 0  # the limit did hold rows while it stood
+    # The kills did land on buffered claims: given back unstarted, not dead-lettered.
+    assert report["claims_given_back_never_started"].get("owner_gone", 0) > 0
 
 
 @pytest.mark.timeout(900 if PRESET == "long" else 240)

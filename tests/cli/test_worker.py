@@ -3,6 +3,7 @@ the app deciding its store (and --db never silently ignored), --migrate, loading
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 import uuid
@@ -507,3 +508,65 @@ def test_a_django_app_module_may_use_models_at_import(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "App"
+
+
+def test_a_worker_whose_every_slot_is_stuck_exits_non_zero(sqlite_cli, tmp_path, app_module):
+    """Real time, but short: a 20 ms time limit, a 50 ms stuck grace; the hung handler (deaf to
+    cancellation) ends by itself a few seconds later in its daemon thread."""
+    name = app_module(
+        sqlite_cli.target,
+        """
+        import threading
+        from datetime import timedelta
+
+        @app.handler("hang", timeout=timedelta(milliseconds=20))
+        def hang(ctx):
+            threading.Event().wait(3)
+    """,
+    )
+    with sqlite_cli.open() as store:
+        store.create_job(id="h", kind="hang", authority=AUTHORITY)
+        store.enqueue_occurrence(job_id="h", scheduled_for=0, trigger_key="t")
+    result = sqlite_cli(
+        "--json",
+        "worker",
+        f"{name}:app",
+        "--app-dir",
+        str(tmp_path),
+        "--no-planner",
+        "--stuck-grace",
+        "50ms",
+        db=None,
+    )
+    assert result.code == 75, result.err
+    assert result.json["gaveUpStuck"] is True
+    assert "stuck past stuck_grace" in result.err
+    with sqlite_cli.open() as store:
+        [occurrence] = store.list_occurrences().items
+        assert (occurrence.status, occurrence.lease_owner) == ("retry_wait", None)
+        assert occurrence.last_error["code"] == "SCHEDULER_RUNTIME_TIMEOUT"
+        assert store.list_workers() == []
+
+
+def test_an_isolated_handler_of_an_app_module_runs_in_a_child(sqlite_cli, tmp_path, app_module):
+    """The child imports the handler from the app's module (found through --app-dir)."""
+    name = app_module(
+        sqlite_cli.target,
+        """
+        @app.handler("iso", isolation="process")
+        def iso(ctx):
+            return {"pid": os.getpid(), "isolated": ctx.isolated, "n": ctx.payload["n"]}
+    """,
+    )
+    with sqlite_cli.open() as store:
+        store.create_job(id="i", kind="iso", authority=AUTHORITY, payload={"n": 3})
+        store.enqueue_occurrence(job_id="i", scheduled_for=0, trigger_key="t")
+    result = sqlite_cli(
+        "--json", "worker", f"{name}:app", "--app-dir", str(tmp_path), "--until-idle", db=None
+    )
+    assert result.code == 0, result.err
+    assert result.json["statuses"] == {"succeeded": 1}
+    with sqlite_cli.open() as store:
+        [occurrence] = store.list_occurrences().items
+        assert occurrence.result["isolated"] is True and occurrence.result["n"] == 3
+        assert occurrence.result["pid"] != os.getpid()

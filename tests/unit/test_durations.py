@@ -22,6 +22,7 @@ WORKER_DURATIONS = {
     "renew_interval": timedelta(seconds=5),
     "poll_interval": timedelta(seconds=2),
     "grace_period": timedelta(seconds=7),
+    "stuck_grace": timedelta(minutes=2),
     "plan_interval": timedelta(seconds=90),
     "retention": timedelta(days=7),
     "prune_interval": timedelta(minutes=30),

@@ -25,6 +25,7 @@ EVERY_FIELD: dict[str, Any] = {
     "poll_interval": timedelta(seconds=2),
     "poll_jitter": 0.3,
     "grace_period": timedelta(seconds=7),
+    "stuck_grace": timedelta(minutes=2),
     "planner": False,
     "plan_interval": timedelta(seconds=90),
     "retention": timedelta(days=7),

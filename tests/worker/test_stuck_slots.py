@@ -80,6 +80,7 @@ class HungWorker:
         self.runtime = make_runtime(
             {"echo": lambda ctx: self.ran.append(ctx.occurrence.id)},
             watchdog=self.watchdog,
+            monotonic=self.monotonic,  # the worker's too: how long its slots have been stuck
             heartbeat=driver,
             observer=self.observer,
             owner_id="w-stuck",
@@ -265,3 +266,90 @@ def test_the_registry_entry_carries_the_stuck_slots(store):
     assert entry.info["kinds"] == ["echo"] and entry.started_at == started
     keeper.farewell()
     assert store.list_workers() == []
+
+
+def run_in_thread(
+    worker: jobledger.Worker,
+) -> tuple[threading.Thread, list[jobledger.WorkerSummary]]:
+    box: list[jobledger.WorkerSummary] = []
+    thread = threading.Thread(
+        target=lambda: box.append(worker.run(install_signal_handlers=False)), daemon=True
+    )
+    thread.start()
+    return thread, box
+
+
+def test_a_worker_whose_every_slot_is_stuck_past_the_grace_gives_up(
+    store, clock, make_runtime, driver
+):
+    hung = add_job(store, "job-hang", kind="hang", clock=clock)
+    clock.advance(1)
+    waiting = add_job(store, "job-next", kind="echo", clock=clock)
+    run = HungWorker(
+        store, make_runtime, driver, concurrency=1, prefetch=1, stuck_grace=timedelta(seconds=10)
+    )
+    thread, box = run_in_thread(run.worker)
+    try:
+        assert run.worker.wait_until_running(WAIT_S) and run.started.wait(WAIT_S)
+        wait_until(lambda: store.get_occurrence(waiting.id).status == "running", "the prefetch")
+        run.time_out()
+        wait_until(lambda: len(run.worker.stuck_slots) == 1, "the stuck slot")
+        # Within the grace the worker waits for the handler to return (the buffer is given back).
+        run.monotonic.now += 9.5
+        assert not run.worker._stuck.past_grace()
+        assert thread.is_alive()
+        wait_until(lambda: store.get_occurrence(waiting.id).lease_owner is None, "the give-back")
+        run.monotonic.now += 0.5  # exactly the grace
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the worker did not give up"
+        [summary] = box
+        assert summary.gave_up_stuck and not summary.forced
+        # Nothing is held: the stuck attempt is settled and renewed no more, the buffered claim
+        # given back with its attempt, the worker's registry entry gone; another worker takes
+        # the work at once while the hung thread still runs.
+        after = store.get_occurrence(hung.id)
+        assert (after.status, after.lease_owner) == ("retry_wait", None)
+        assert after.last_error["code"] == "SCHEDULER_RUNTIME_TIMEOUT"
+        released = store.get_occurrence(waiting.id)
+        assert (released.status, released.attempt, released.lease_owner) == ("retry_wait", 0, None)
+        assert run.runtime.keeper.tracked == 0
+        assert store.list_workers() == []
+        assert not run.gate.is_set() and [o.id for o in run.worker.stuck_slots] == [hung.id]
+        other = make_runtime({"echo": lambda ctx: "elsewhere"}, owner_id="w-other")
+        assert other.run_next(kinds={"echo"}).status == "succeeded"
+    finally:
+        run.gate.set()
+        if thread.is_alive():
+            stop_worker(run.worker, thread)
+
+
+@pytest.mark.parametrize("grace", [timedelta(seconds=10), None], ids=["one-slot-free", "no-grace"])
+def test_a_worker_with_a_free_slot_or_no_grace_never_gives_up(
+    store, clock, make_runtime, driver, grace
+):
+    add_job(store, "job-hang", kind="hang", clock=clock)
+    concurrency = 2 if grace is not None else 1
+    run = HungWorker(
+        store, make_runtime, driver, concurrency=concurrency, prefetch=0, stuck_grace=grace
+    )
+    thread, box = run_in_thread(run.worker)
+    try:
+        assert run.worker.wait_until_running(WAIT_S) and run.started.wait(WAIT_S)
+        run.time_out()
+        wait_until(lambda: len(run.worker.stuck_slots) == 1, "the stuck slot")
+        run.monotonic.now += 24 * 3600
+        assert not run.worker._stuck.past_grace()
+        assert thread.is_alive()
+    finally:
+        run.gate.set()
+        stop_worker(run.worker, thread)
+    [summary] = box
+    assert not summary.gave_up_stuck
+
+
+@pytest.mark.parametrize("value", [timedelta(0), 30, "5m"])
+def test_a_bad_stuck_grace_is_a_coded_error(value):
+    with pytest.raises(jobledger.SchedulerError) as bad:
+        WorkerOptions(stuck_grace=value)
+    assert bad.value.code == "SCHEDULER_INVALID_ARGUMENT"
+    assert bad.value.details["field"] == "stuck_grace"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from .. import contract
 from ..clock import Clock
 from ..engine.handlers import Authorizer, Handler
+from ..engine.isolation import ProcessHandler, normalize_isolation
 from ..engine.retry import DEFAULT_BACKOFF, BackoffPolicy
 from ..engine.runtime import Runtime
 from ..errors import InvalidArgument
@@ -134,6 +135,7 @@ class AppBase:
         retry: BackoffPolicy | None = None,
         timeout: timedelta | None = None,
         on_lost_lease: str = "retry",
+        isolation: str = "thread",
     ) -> Callable[[H], H]:
         """Decorator: handle jobs of ``kind`` with the decorated function (sync or async).
 
@@ -141,15 +143,23 @@ class AppBase:
         the attempt fails as a retryable ``SCHEDULER_RUNTIME_TIMEOUT``). ``on_lost_lease``:
         ``"retry"`` runs an attempt whose worker was lost again; ``"adjudicate"`` makes it an
         outcome-unknown dead letter waiting for an operator's decision (SPEC §9) — the default
-        for the jobs this app declares for the kind (``Job.on_lost_lease``).
+        for the jobs this app declares for the kind (``Job.on_lost_lease``). ``isolation``:
+        ``"thread"`` runs the handler in the worker's process (on its slot's thread);
+        ``"process"`` runs each attempt in a child process that is killed at the time limit (or
+        when the lease is lost), so a handler that ignores cancellation cannot keep a slot; it
+        must be a module-level function, gets an
+        :class:`~jobledger.engine.isolation.IsolatedContext` (snapshots, no store) and returns
+        JSON (``docs/runtime.md``).
         """
         key = Runtime.normalize_kind(kind)  # a bad kind fails when the decorator is made
         Runtime.check_timeout(timeout)
         policy = contract.normalize_lost_lease_policy(on_lost_lease)
+        mode = normalize_isolation(isolation)
 
         def register(function: H) -> H:
             Runtime.check_handler(key, function, self._handlers)
-            self._handlers[key] = (function, retry, timeout)
+            handler: Handler = ProcessHandler(key, function) if mode == "process" else function
+            self._handlers[key] = (handler, retry, timeout)
             self._lost_lease_policies[key] = policy
             return function
 

@@ -17,6 +17,8 @@ one ``hint: …`` line, and exits with a status that says what kind of failure i
       storage unavailable, misconfigured (``SCHEDULER_STORE_MISCONFIGURED``: no such database
       or role, authentication failed, nothing listening, unknown host), unsafe path, corrupt
       data
+75    ``jobledger worker`` gave up: every slot was stuck past ``--stuck-grace`` in a handler that
+      ignores its time limit (a temporary failure: a supervisor should start it again)
 130   interrupted (Ctrl-C)
 ====  ==========================================================================================
 
@@ -52,6 +54,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_NOT_FOUND",
     "EXIT_OK",
+    "EXIT_STUCK",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "INTERNAL_ERROR",
@@ -68,6 +71,7 @@ EXIT_USAGE: Final = 2
 EXIT_NOT_FOUND: Final = 3
 EXIT_CONFLICT: Final = 4
 EXIT_UNAVAILABLE: Final = 5
+EXIT_STUCK: Final = 75  # EX_TEMPFAIL (sysexits.h)
 EXIT_INTERRUPTED: Final = 130
 
 # Codes only the command line raises (the library's codes come from jobledger.errors).

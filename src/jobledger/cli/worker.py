@@ -38,7 +38,7 @@ from ..errors import InvalidArgument, MigrationRequired, SchedulerError, StoreNo
 from ..store import Store, open_store
 from ..store.paths import DB_ENV
 from .context import Context, is_postgres
-from .errors import APP_IMPORT_FAILED
+from .errors import APP_IMPORT_FAILED, EXIT_STUCK
 from .parsing import add_command, duration_arg, float_arg, natural_arg
 from .timefmt import format_duration, iso_utc
 
@@ -66,6 +66,8 @@ _HELP: Final = {
     "poll_interval": "how long an idle worker waits before looking again",
     "poll_jitter": "± this fraction of --poll-interval, in [0, 1)",
     "grace_period": "at shutdown, how long running handlers may take to finish",
+    "stuck_grace": "how long every slot may be stuck in a handler past its time limit before "
+    "the worker gives up and exits with status 75, for its supervisor to restart it",
     "planner": "also plan schedules (--no-planner: only run occurrences)",
     "plan_interval": "the longest the planner sleeps between passes",
     "retention": "prune settled occurrences older than this (default: keep them)",
@@ -368,6 +370,7 @@ def _summary_json(summary: WorkerSummary) -> dict[str, Any]:
         "statuses": dict(sorted(summary.statuses.items())),
         "released": [occurrence.id for occurrence in summary.released],
         "forced": summary.forced,
+        "gaveUpStuck": summary.gave_up_stuck,
         "plans": summary.plans,
         "claimTransactions": summary.claim_transactions,
         "settleTransactions": summary.settle_transactions,
@@ -521,6 +524,9 @@ def run_worker(ctx: Context, args: argparse.Namespace) -> int:
     released = (f"; gave back {len(summary.released)} lease(s)" if summary.released else "") + (
         "; grace period ran out" if summary.forced else ""
     )
+    if summary.gave_up_stuck:
+        released += f"; gave up: every slot stuck past --stuck-grace ({options.stuck_grace})"
+    status = EXIT_STUCK if summary.gave_up_stuck else 0
     if report is not None:
         drained = report
         ctx.emit(
@@ -530,8 +536,8 @@ def run_worker(ctx: Context, args: argparse.Namespace) -> int:
                 f"{_left_text(ctx, drained.left)}"
             ),
         )
-        return 0
+        return status
     ctx.emit(
         _summary_json(summary), lambda: f"worker stopped: {_counts(summary.statuses)}{released}"
     )
-    return 0
+    return status

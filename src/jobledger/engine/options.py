@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_GRACE_PERIOD",
     "DEFAULT_LEASE",
     "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_STUCK_GRACE",
     "MAX_CONCURRENCY",
     "LeaseOptions",
     "WorkerOptions",
@@ -36,6 +37,8 @@ __all__ = [
 DEFAULT_LEASE = timedelta(seconds=60)
 DEFAULT_POLL_INTERVAL = timedelta(seconds=1)
 DEFAULT_GRACE_PERIOD = timedelta(seconds=30)
+# How long every slot may be stuck in a handler past its time limit before a worker gives up.
+DEFAULT_STUCK_GRACE = timedelta(minutes=5)
 DEFAULT_PLAN_INTERVAL = timedelta(seconds=60)
 DEFAULT_WORKER_HEARTBEAT = timedelta(seconds=10)
 MIN_LEASE = timedelta(seconds=1)
@@ -147,6 +150,10 @@ class WorkerOptions:
       looking again; an enqueue in the same process, or a PostgreSQL NOTIFY, wakes it at once.
     * ``grace_period`` — at shutdown, how long running handlers may take to finish before their
       leases are given back.
+    * ``stuck_grace`` — how long every slot may be stuck (a sync handler past its time limit
+      that ignores cancellation: Python cannot stop its thread) before the worker gives up and
+      stops, so that its supervisor starts a fresh process (``jobledger worker`` exits non-zero);
+      ``None``: never. Claims bought ahead are given back as soon as every slot is stuck.
     * ``planner`` — also plan schedules (``jobledger.Planner``); ``plan_interval`` — the
       longest a worker sleeps between planner ticks (it wakes earlier for the next due slot).
     * ``retention`` — if set, settled occurrences older than this (and their events) are pruned
@@ -172,6 +179,7 @@ class WorkerOptions:
     poll_interval: timedelta = DEFAULT_POLL_INTERVAL
     poll_jitter: float = 0.1
     grace_period: timedelta = DEFAULT_GRACE_PERIOD
+    stuck_grace: timedelta | None = DEFAULT_STUCK_GRACE
     planner: bool = True
     plan_interval: timedelta = DEFAULT_PLAN_INTERVAL
     retention: timedelta | None = None
@@ -233,6 +241,7 @@ class WorkerOptions:
                 "poll_jitter must be a number in [0, 1)", details={"field": "poll_jitter"}
             )
         ms_from_timedelta(self.grace_period, "grace_period")
+        self.stuck_grace_ms  # noqa: B018 - validates stuck_grace
         if type(self.planner) is not bool:
             raise InvalidArgument("planner must be a boolean", details={"field": "planner"})
         ms_from_timedelta(self.plan_interval, "plan_interval", minimum_ms=10)
@@ -270,6 +279,12 @@ class WorkerOptions:
     @property
     def renew_interval_ms(self) -> int:
         return self.leases.renew_interval_ms
+
+    @property
+    def stuck_grace_ms(self) -> int | None:
+        if self.stuck_grace is None:
+            return None
+        return ms_from_timedelta(self.stuck_grace, "stuck_grace", minimum_ms=1)
 
     @property
     def effective_prefetch(self) -> int:

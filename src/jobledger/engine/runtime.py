@@ -36,6 +36,7 @@ from .attempt import SHUTDOWN_REASON, Attempt, AttemptSettings
 from .commit import Commit, CommitNow, StartTicket
 from .handlers import Authorizer, Handler
 from .heartbeat import HeartbeatDriver, ThreadHeartbeat
+from .isolation import ProcessHandler, normalize_isolation
 from .keeper import LeaseKeeper
 from .loop import EventLoopThread
 from .observe import NO_OBSERVER, Observer, notify
@@ -263,12 +264,16 @@ class Runtime:
         *,
         retry: BackoffPolicy | None = None,
         timeout: timedelta | None = None,
+        isolation: str = "thread",
     ) -> Runtime:
         """Handle job ``kind`` with ``handler``; optionally its own backoff and a time limit per
         attempt (past it the attempt fails as a retryable ``SCHEDULER_RUNTIME_TIMEOUT``).
-        Chainable."""
+        ``isolation="process"`` runs each attempt's handler in a child process, killed when
+        the attempt ends without it (:mod:`jobledger.engine.isolation`). Chainable."""
         key = self.check_handler(kind, handler, self._kinds)
         timeout_ms = self.check_timeout(timeout)
+        if normalize_isolation(isolation) == "process" and not isinstance(handler, ProcessHandler):
+            handler = ProcessHandler(key, handler)
         if retry is not None:
             self.set_retry_policy(key, retry)
         self._kinds[key] = KindSettings(handler, timeout_ms)

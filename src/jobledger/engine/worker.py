@@ -34,7 +34,10 @@ settling by group commit, planning schedules, shutting down gracefully.
   (``reason="worker_slots_stuck"``, the attempt handed back) so another worker takes them. A
   stuck slot is logged once (with its occurrence), counted by the observer
   (``jobledger_worker_stuck_slots``) and in the worker's registry entry (``stuckSlots`` in
-  ``jobledger stats``).
+  ``jobledger stats``). Once *every* slot has been stuck for ``stuck_grace`` the worker gives up:
+  it stops as at shutdown (buffered claims given back, nothing left to renew) and :meth:`run`
+  returns with ``gave_up_stuck`` set — ``jobledger worker`` then exits non-zero so its supervisor
+  starts a fresh process (:mod:`.stuck`).
 * **Housekeeping** — announcing the worker, reaping dead workers' leases, heartbeats, pruning
   and the planner loop belong to :class:`~jobledger.engine.housekeeping.Housekeeper`.
 * **Services** — objects with ``start()``/``close()`` that live as long as :meth:`Worker.run`
@@ -64,11 +67,12 @@ from .attempt import SHUTDOWN_REASON, Attempt
 from .batching import ClaimAhead, Claimed, Settler
 from .commit import StartTicket
 from .housekeeping import Housekeeper
-from .observe import attempt_fields, notify
+from .observe import attempt_fields
 from .options import PREFETCH_WINDOW, WorkerOptions
 from .queues import QueueWatch
 from .runtime import Runtime
 from .starts import SlotCommit
+from .stuck import StuckSlots
 
 __all__ = ["Service", "Worker", "WorkerSummary"]
 
@@ -98,7 +102,8 @@ class Service(Protocol):
 @dataclass(slots=True)
 class WorkerSummary:
     """What :meth:`Worker.run` did: settled statuses counted, the leases it gave back, and how
-    many claim and settle transactions carried them."""
+    many claim and settle transactions carried them; ``gave_up_stuck``: it stopped because every
+    slot was stuck past ``stuck_grace`` (a supervisor should start a fresh process)."""
 
     statuses: Counter[str] = field(default_factory=Counter)
     released: list[Occurrence] = field(default_factory=list)
@@ -107,6 +112,7 @@ class WorkerSummary:
     settle_transactions: int = 0
     plans: int = 0
     reaped: int = 0
+    gave_up_stuck: bool = False
 
 
 class Worker:
@@ -175,9 +181,13 @@ class Worker:
         self._summary = WorkerSummary()
         self._feed: ClaimAhead | None = None
         self._on_result: Callable[[RunResult], None] | None = None
-        # Slots whose attempt timed out while their handler still runs: by attempt, the slot's
-        # thread and the occurrence.
-        self._stuck: dict[int, tuple[threading.Thread, Occurrence]] = {}
+        # Slots whose attempt timed out while their handler still runs.
+        self._stuck = StuckSlots(
+            concurrency=options.concurrency,
+            grace_ms=options.stuck_grace_ms,
+            monotonic=self._monotonic,
+            observer=runtime.observer,
+        )
         self.housekeeper = Housekeeper(
             runtime.store,
             owner_id=runtime.owner_id,
@@ -187,7 +197,7 @@ class Worker:
             monotonic=self._monotonic,
             record=self._count,
             poll_timeout=self._poll_timeout,
-            status=self._status,
+            status=self._stuck.status,
         )
 
     # Convenience views of the options (the figures a supervisor usually wants).
@@ -211,8 +221,7 @@ class Worker:
     def stuck_slots(self) -> list[Occurrence]:
         """The occurrences whose handlers keep a slot stuck: their attempts are over (a time
         limit settled them) but their threads still run."""
-        with self._lock:
-            return [occurrence for _, occurrence in self._stuck.values()]
+        return self._stuck.occurrences
 
     # -- single steps (tests) ----------------------------------------------------------------
 
@@ -348,6 +357,9 @@ class Worker:
             while not stop.wait(0.5):
                 if not any(slot.is_alive() for slot in slots):
                     break
+                if self._stuck.past_grace():
+                    self._give_up_stuck()
+                    break
         except BaseException:
             force.set()
             raise
@@ -440,7 +452,7 @@ class Worker:
                 with slot:
                     stuck = attempt.timed_out and not returned
                     if stuck:
-                        self._slot_stuck(attempt, thread)
+                        self._stuck.stuck(attempt, thread)
                     feed.done(attempt.work_seconds, stuck=stuck)
 
         attempt = self.runtime.attempt(
@@ -462,50 +474,21 @@ class Worker:
             with slot:
                 returned = True
                 if stuck:
-                    self._slot_freed(attempt, thread)
+                    self._stuck.freed(attempt, thread)
                     feed.freed()
 
-    def _slot_stuck(self, attempt: Attempt, slot: threading.Thread) -> None:
-        occurrence = attempt.claimed
+    def _give_up_stuck(self) -> None:
+        """Every slot is stuck past the grace: stop (the caller's shutdown gives back the
+        buffered claims; the stuck attempts are settled and renewed no more) and say so."""
         with self._lock:
-            self._stuck[id(attempt)] = (slot, occurrence)
-            count = len(self._stuck)
-        logger.warning(
-            "worker slot %s is stuck: the handler of %s ran past its time limit and ignores "
-            "cancellation (its attempt is settled; Python cannot stop the thread); the slot "
-            "runs nothing until the handler returns (%d of %d slot(s) stuck)",
-            slot.name,
-            occurrence.id,
-            count,
+            self._summary.gave_up_stuck = True
+        logger.error(
+            "every worker slot (%d) has been stuck past stuck_grace (%s) in a handler that "
+            "ignores its time limit (%s): stopping so that a supervisor starts a fresh process",
             self.options.concurrency,
-            extra=attempt_fields(occurrence),
+            self.options.stuck_grace,
+            ", ".join(o.id for o in self._stuck.occurrences),
         )
-        notify(self.runtime.observer, "slot_stuck", occurrence)
-
-    def _slot_freed(self, attempt: Attempt, slot: threading.Thread) -> None:
-        occurrence = attempt.claimed
-        with self._lock:
-            self._stuck.pop(id(attempt), None)
-        logger.info(
-            "the stuck handler of %s returned: worker slot %s runs attempts again",
-            occurrence.id,
-            slot.name,
-            extra=attempt_fields(occurrence),
-        )
-        notify(self.runtime.observer, "slot_freed", occurrence)
-
-    def _status(self) -> dict[str, Any]:
-        """What changes in this worker's registry entry while it runs (``jobledger stats``)."""
-        with self._lock:
-            stuck = sorted(occurrence.id for _, occurrence in self._stuck.values())
-        return {"stuckSlots": len(stuck), "stuckOccurrences": stuck}
-
-    def _working(self, slots: list[threading.Thread]) -> list[threading.Thread]:
-        """The slots still running an attempt: alive and not stuck (a stuck slot's attempt is
-        settled, so a shutdown has nothing to wait for or give back there)."""
-        with self._lock:
-            stuck = [thread for thread, _ in self._stuck.values()]
-        return [slot for slot in slots if slot.is_alive() and all(slot is not t for t in stuck)]
 
     def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
         if not stop.is_set():
@@ -541,12 +524,12 @@ class Worker:
         monotonic = self._monotonic
         deadline = monotonic() + self.grace_period_ms / 1000
         while not force.is_set():
-            alive = self._working(slots)
+            alive = self._stuck.working(slots)
             remaining = deadline - monotonic()
             if not alive or remaining <= 0:
                 break
             alive[0].join(timeout=min(remaining, 0.1))
-        if not self._working(slots):
+        if not self._stuck.working(slots):
             return
         self._summary.forced = True
         # Repeat until the slots exit: a slot may have started an attempt just before the stop
@@ -558,7 +541,7 @@ class Worker:
                 logger.info("gave back %d unfinished lease(s)", len(released))
             with self._lock:
                 self._summary.released.extend(released)
-            alive = self._working(slots)
+            alive = self._stuck.working(slots)
             remaining = abandon_deadline - monotonic()
             if not alive or remaining <= 0:
                 break
@@ -593,4 +576,5 @@ class Worker:
                 settle_transactions=current.settle_transactions,
                 plans=current.plans,
                 reaped=current.reaped,
+                gave_up_stuck=current.gave_up_stuck,
             )

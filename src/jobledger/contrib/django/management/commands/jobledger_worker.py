@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from jobledger.cli.errors import EXIT_STUCK
 from jobledger.cli.worker import add_option_flags, options_from_args
 from jobledger.contrib.django import get_app
 from jobledger.engine.drain import Drain
@@ -36,3 +37,6 @@ class Command(BaseCommand):
             return
         summary = app.run_worker(worker_options)
         self.stdout.write(f"jobledger worker stopped: {summary}")
+        if summary.gave_up_stuck:
+            # Non-zero, so that the supervisor starts a fresh process (WorkerOptions.stuck_grace).
+            raise SystemExit(EXIT_STUCK)
