@@ -277,7 +277,11 @@ def test_a_fresh_schema_gets_every_migration(open_pg, admin, clock):
     assert len(store_row["store_id"]) == 32
     assert _snapshot(admin, "fresh_one")[0] == pg_schema.MIGRATIONS[-1].fingerprint
     assert store.verify().ok
-    assert [c.name for c in store.verify().checks] == ["schema", "stored_authority"]
+    assert [c.name for c in store.verify().checks] == [
+        "schema",
+        "stored_authority",
+        "enqueue_events",
+    ]
 
 
 def test_the_ladder_is_the_shared_one():
@@ -652,6 +656,7 @@ def test_a_tampered_stored_authority_opens_and_verify_reports_it(open_pg, admin)
     assert [(c.name, c.ok, c.details) for c in report.checks] == [
         ("schema", True, None),
         ("stored_authority", False, {"count": 1, "ids": ["j"]}),
+        ("enqueue_events", True, None),
     ]
 
 

@@ -37,6 +37,8 @@ from .connection import (
     tighten_database_files,
 )
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone, owner_held
+from .qualify import qualify_all
+from .shared_file import OWN_TABLES
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -44,7 +46,11 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 MAX_BUSY_TIMEOUT_MS = 60_000
-QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=False)
+# Every table name written ``main.<name>``: a caller's connection may hold temp tables named like
+# jobledger's, and SQLite looks in ``temp`` first (``qualify.py``).
+QUERIES = qualify_all(
+    load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=False), OWN_TABLES
+)
 
 
 class _SQLiteTx:
@@ -287,10 +293,12 @@ class SQLiteStore(LedgerStore):
         return frozenset(owner for owner in owners if owner_held(database, owner))
 
     def verify(self) -> VerifyReport:
-        """``integrity_check``, foreign keys, the schema catalog and every stored authority."""
+        """``integrity_check``, foreign keys, the schema catalog, every stored authority and
+        every occurrence's ``occurrence_enqueued`` event."""
         self._assert_open()
         with self._connection.reading() as conn:
-            return schema.verify_database(conn, shared=self.shared_file)
+            report = schema.verify_database(conn, shared=self.shared_file)
+            return self._with_enqueue_events(report, _SQLiteTx(conn, self._clock))
 
     def close(self) -> None:
         self._connection.close()
