@@ -6,11 +6,13 @@ queries on a connection the caller owns, where ``CREATE TEMP TABLE events (…)`
 thing to have: unqualified, jobledger's ``occurrence_enqueued`` event would go into the
 caller's temp table (gone at close), and a temp ``occurrences`` would be read as jobledger's.
 
-The queries stay written once, unqualified, shared with PostgreSQL (``store/queries.sql``);
+The queries stay written once, unqualified, shared with PostgreSQL (``store/queries.sql``), and
 :func:`qualify` rewrites each of jobledger's table names in a table position to ``main.<name>``
-when the SQLite store loads them. It works on SQL tokens (string literals, quoted identifiers
-and comments are left alone) and leaves untouched a name that is qualified already, a column
-reference ``occurrences.id`` and a common table expression's own name.
+in the copy the SQLite store runs on a caller's connection (``CALLER_QUERIES``; its own
+connections hold no temp object, and keep the plain text whose query plans the plan tests
+pin). It works on SQL tokens (string literals, quoted identifiers and comments are left alone)
+and leaves untouched a name that is qualified already, a column reference ``occurrences.id``
+and a common table expression's own name.
 ``tests/sqlite/test_qualified_queries.py`` prepares every query on a connection whose ``temp``
 holds a table named like each of jobledger's and fails on any read or write that reaches
 ``temp``, so a query added unqualified in a way this misses is caught.
