@@ -660,6 +660,21 @@ def test_a_tampered_stored_authority_opens_and_verify_reports_it(open_pg, admin)
     ]
 
 
+def test_verify_finds_an_occurrence_without_its_enqueue_event(open_pg, admin):
+    """What a write taken elsewhere leaves (issue 30: a caller's temp ``events`` table)."""
+    store = open_pg()
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    kept = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="a")
+    lost = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="b")
+    assert store.verify().ok
+    admin.execute("DELETE FROM jobledger.events WHERE occurrence_id = %s", (lost.id,))
+    report = store.verify()
+    assert [(c.name, c.ok, c.details) for c in report.checks if not c.ok] == [
+        ("enqueue_events", False, {"count": 1, "ids": [lost.id]})
+    ]
+    assert kept.id != lost.id
+
+
 def test_verify_reports_a_damaged_catalog(open_pg, admin):
     store = open_pg()
     admin.execute("CREATE INDEX extra_idx ON jobledger.jobs (kind)")
