@@ -288,3 +288,23 @@ def test_verify_finds_an_occurrence_without_its_enqueue_event(tmp_path: Path) ->
         assert kept.id != lost.id
     finally:
         app.close()
+
+
+def test_an_unreadable_enqueue_events_check_fails_instead_of_escaping(tmp_path: Path) -> None:
+    class Damaged:
+        def all(self, query: str, params: Any = None) -> Any:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+    app = jobledger.App(tmp_path / "damaged.sqlite3", clock=FakeClock())
+    try:
+        app.create_job("confirm", "send_confirmation")
+        report = app.store.verify()
+        store: Any = app.store
+        damaged = store._with_enqueue_events(
+            jobledger.VerifyReport(report.checks[:-1]), Damaged(), (sqlite3.DatabaseError,)
+        )
+    finally:
+        app.close()
+    assert damaged.checks[-1] == jobledger.VerifyCheck(
+        "enqueue_events", False, {"error": "DatabaseError"}
+    )

@@ -223,13 +223,20 @@ class OperationsBase(ABC):
         """Check the whole database (see :meth:`jobledger.Store.verify`)."""
 
     @staticmethod
-    def _with_enqueue_events(report: VerifyReport, tx: Tx) -> VerifyReport:
+    def _with_enqueue_events(
+        report: VerifyReport, tx: Tx, unreadable: tuple[type[Exception], ...]
+    ) -> VerifyReport:
         """``report`` and one more check, when its schema check passed: every occurrence has
         its ``occurrence_enqueued`` event (``enqueue_events``; the first ten ids that have
-        none, and how many)."""
+        none, and how many). A database error of a kind in ``unreadable`` (damaged pages) fails
+        the check, naming the error, instead of escaping."""
         if not any(check.name == "schema" and check.ok for check in report.checks):
             return report
-        missing = tx.all("occurrences_without_enqueue_event", {"limit": 10})
+        try:
+            missing = tx.all("occurrences_without_enqueue_event", {"limit": 10})
+        except unreadable as exc:
+            failed = VerifyCheck("enqueue_events", False, {"error": type(exc).__name__})
+            return VerifyReport((*report.checks, failed))
         check = VerifyCheck(
             "enqueue_events",
             not missing,

@@ -359,7 +359,7 @@ class PostgresStore(LedgerStore):
         def transaction(conn: PgConnection, db_now: int) -> tuple[VerifyReport, bool]:
             report = schema_module.verify_database(conn, self.schema)
             tx = _PostgresTx(conn, self._clock, db_now)
-            return self._with_enqueue_events(report, tx), False
+            return self._with_enqueue_events(report, tx, ()), False
 
         return self._pool.transaction(transaction, read_only=True)
 

@@ -301,7 +301,8 @@ class SQLiteStore(LedgerStore):
         self._assert_open()
         with self._connection.reading() as conn:
             report = schema.verify_database(conn, shared=self.shared_file)
-            return self._with_enqueue_events(report, _SQLiteTx(conn, self._clock))
+            tx = _SQLiteTx(conn, self._clock)
+            return self._with_enqueue_events(report, tx, (sqlite3.DatabaseError,))
 
     def close(self) -> None:
         self._connection.close()
