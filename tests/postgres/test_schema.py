@@ -277,7 +277,11 @@ def test_a_fresh_schema_gets_every_migration(open_pg, admin, clock):
     assert len(store_row["store_id"]) == 32
     assert _snapshot(admin, "fresh_one")[0] == pg_schema.MIGRATIONS[-1].fingerprint
     assert store.verify().ok
-    assert [c.name for c in store.verify().checks] == ["schema", "stored_authority"]
+    assert [c.name for c in store.verify().checks] == [
+        "schema",
+        "stored_authority",
+        "enqueue_events",
+    ]
 
 
 def test_the_ladder_is_the_shared_one():
@@ -652,7 +656,23 @@ def test_a_tampered_stored_authority_opens_and_verify_reports_it(open_pg, admin)
     assert [(c.name, c.ok, c.details) for c in report.checks] == [
         ("schema", True, None),
         ("stored_authority", False, {"count": 1, "ids": ["j"]}),
+        ("enqueue_events", True, None),
     ]
+
+
+def test_verify_finds_an_occurrence_without_its_enqueue_event(open_pg, admin):
+    """What a write taken elsewhere leaves (issue 30: a caller's temp ``events`` table)."""
+    store = open_pg()
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    kept = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="a")
+    lost = store.enqueue_occurrence(job_id="j", scheduled_for=0, trigger_key="b")
+    assert store.verify().ok
+    admin.execute("DELETE FROM jobledger.events WHERE occurrence_id = %s", (lost.id,))
+    report = store.verify()
+    assert [(c.name, c.ok, c.details) for c in report.checks if not c.ok] == [
+        ("enqueue_events", False, {"count": 1, "ids": [lost.id]})
+    ]
+    assert kept.id != lost.id
 
 
 def test_verify_reports_a_damaged_catalog(open_pg, admin):

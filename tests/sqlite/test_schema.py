@@ -293,6 +293,7 @@ def test_fresh_memory_database_is_the_latest() -> None:
             "foreign_keys",
             "schema",
             "stored_authority",
+            "enqueue_events",
         ]
     finally:
         store.close()

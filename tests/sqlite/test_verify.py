@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
+import jobledger
 from jobledger.errors import MigrationRequired, SchedulerError
 from jobledger.store.sqlite import connection as sqlite_connection
 from jobledger.store.sqlite import schema as sqlite_schema
+from jobledger.testing import FakeClock
 from tests.sqlite.handmade import MAKERS, NOW, fresh_latest, listing, open_at, tamper
 from tests.sqlite.support import sha256_file, sidecars
 
-CHECKS = ["integrity_check", "foreign_keys", "schema", "stored_authority"]
+CHECKS = ["integrity_check", "foreign_keys", "schema", "stored_authority", "enqueue_events"]
 
 
 # -- damage in the rows: a v4 file opens and verify() reports it; an older file is refused -----
@@ -264,3 +266,45 @@ def test_verify_on_demand_runs_the_full_checks(
         assert probe.calls == ["integrity_check", "foreign_key_check"]
     finally:
         store.close()
+
+
+def test_verify_finds_an_occurrence_without_its_enqueue_event(tmp_path: Path) -> None:
+    """What a write taken elsewhere leaves (issue 30: a caller's temp ``events`` table)."""
+    path = tmp_path / "events.sqlite3"
+    app = jobledger.App(path, clock=FakeClock())
+    try:
+        app.create_job("confirm", "send_confirmation")
+        kept = app.enqueue("confirm", payload={"n": 1})
+        lost = app.enqueue("confirm", payload={"n": 2})
+        assert app.store.verify().ok
+        raw = sqlite3.connect(path)
+        raw.execute("DELETE FROM events WHERE occurrence_id = ?", (lost.id,))
+        raw.commit()
+        raw.close()
+        report = app.store.verify()
+        assert not report.ok
+        [check] = [check for check in report.checks if not check.ok]
+        assert (check.name, check.details) == ("enqueue_events", {"count": 1, "ids": [lost.id]})
+        assert kept.id != lost.id
+    finally:
+        app.close()
+
+
+def test_an_unreadable_enqueue_events_check_fails_instead_of_escaping(tmp_path: Path) -> None:
+    class Damaged:
+        def all(self, query: str, params: Any = None) -> Any:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+    app = jobledger.App(tmp_path / "damaged.sqlite3", clock=FakeClock())
+    try:
+        app.create_job("confirm", "send_confirmation")
+        report = app.store.verify()
+        store: Any = app.store
+        damaged = store._with_enqueue_events(
+            jobledger.VerifyReport(report.checks[:-1]), Damaged(), (sqlite3.DatabaseError,)
+        )
+    finally:
+        app.close()
+    assert damaged.checks[-1] == jobledger.VerifyCheck(
+        "enqueue_events", False, {"error": "DatabaseError"}
+    )

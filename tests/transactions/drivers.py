@@ -54,6 +54,10 @@ class Caller:
     def order(self, number: int) -> None:
         self._statement(f"INSERT INTO orders (id) VALUES ({int(number)})")
 
+    def statement(self, sql: str) -> None:
+        """One statement of the application's own, in this transaction."""
+        self._statement(sql)
+
     def enqueue(self, job_id: str = "confirm", **options: Any) -> jobledger.Occurrence:
         if self.loop is not None:
             return self.loop.run_until_complete(
@@ -115,6 +119,29 @@ class Driver:
             return [row[0] for row in admin.execute("SELECT id FROM orders ORDER BY id")]
         finally:
             admin.close()
+
+    def store_tables(self) -> list[str]:
+        """The names of jobledger's tables in the store (its schema, on PostgreSQL)."""
+        admin = self._admin()
+        try:
+            if self.name == "sqlite3":
+                sql = (
+                    "SELECT name FROM main.sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            else:
+                sql = (
+                    "SELECT table_name FROM information_schema.tables "
+                    f"WHERE table_schema = '{self.schema}' ORDER BY table_name"
+                )
+            return [str(row[0]) for row in admin.execute(sql).fetchall()]
+        finally:
+            admin.close()
+
+    @property
+    def schema(self) -> str:
+        """Where jobledger's tables are: ``main`` on SQLite, the store's schema on PostgreSQL."""
+        return "main" if self.name == "sqlite3" else str(getattr(self.app.store, "schema"))
 
     # -- one open transaction -----------------------------------------------------------------
 

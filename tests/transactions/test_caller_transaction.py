@@ -224,3 +224,42 @@ def test_a_process_killed_before_its_commit_leaves_nothing(driver: Driver) -> No
     assert driver.app.store.get_occurrence(occurrence_id) is None
     assert driver.orders() == []
     assert not driver.app.enqueue("confirm", payload={"order": 1}, key="order-1").deduplicated
+
+
+def _shadow_every_table(driver: Driver, caller: Any) -> list[str]:
+    """Temp tables on the caller's connection named like each of jobledger's, of the same
+    columns (so a write that reached one would succeed there, silently)."""
+    tables = [name for name in driver.store_tables() if name != "orders"]
+    drop = "" if driver.name == "sqlite3" else " ON COMMIT DROP"
+    for table in tables:
+        caller.statement(
+            f'CREATE TEMP TABLE "{table}"{drop} AS SELECT * FROM "{driver.schema}"."{table}" '
+            "WHERE 1 = 0"
+        )
+    return tables
+
+
+def test_temp_tables_named_like_jobledgers_take_none_of_its_reads_or_writes(
+    driver: Driver,
+) -> None:
+    """Issue 30, items 3 and 4: SQLite and PostgreSQL both look in the session's temp schema
+    first for an unqualified table; the caller's temp ``events`` must not take the audit event,
+    nor a temp ``occurrences`` or ``jobledger_keys`` read as a corrupt store."""
+    app = driver.app
+    app.enqueue("confirm", payload={"order": 0}, key="order-0")  # a key already in the store
+    caller = driver.begin()
+    tables = _shadow_every_table(driver, caller)
+    assert {"events", "occurrences", "jobs", "jobledger_keys"} <= set(tables)
+    caller.order(1)
+    occurrence = caller.enqueue(payload={"order": 1}, key="order-1")
+    known = caller.enqueue(payload={"order": 0}, key="order-0")
+    batch = caller.enqueue_many([{"order": 2}, {"order": 3}])
+    caller.commit()
+    assert known.deduplicated
+    assert driver.orders() == [1]
+    for made in (occurrence, *batch):
+        stored = app.store.get_occurrence(made.id)
+        assert stored is not None and stored.max_attempts == made.max_attempts
+        assert _events(app, made.id) == ["occurrence_enqueued"]
+    assert app.enqueue("confirm", payload={"order": 1}, key="order-1").deduplicated
+    assert app.store.verify().ok

@@ -122,3 +122,77 @@ def test_enqueue_async_without_a_connection_uses_the_stores_transaction(
     made = asyncio.run(sqlite_driver.app.enqueue_async("confirm", key="k", payload={"n": 1}))
     again = asyncio.run(sqlite_driver.app.enqueue_async("confirm", key="k", payload={"n": 1}))
     assert again.deduplicated and again.id == made.id
+
+
+def _events(app: jobledger.App, occurrence_id: str) -> list[str]:
+    return [event.type for event in app.store.history(occurrence_id=occurrence_id)]
+
+
+def test_a_temp_events_table_does_not_take_the_enqueue_event(sqlite_driver: Driver) -> None:
+    """Issue 30, item 3: unqualified, the ``occurrence_enqueued`` event went into the caller's
+    temp table (gone at close) — an occurrence without its event, and verify() passed."""
+    app = sqlite_driver.app
+    conn = app.connect()
+    try:
+        conn.execute("CREATE TEMP TABLE events AS SELECT * FROM main.events WHERE 0")
+        conn.execute("BEGIN IMMEDIATE")
+        occurrence = app.enqueue("confirm", conn=conn)
+        assert conn.execute("SELECT count(*) FROM temp.events").fetchone() == (0,)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert _events(app, occurrence.id) == ["occurrence_enqueued"]
+    assert app.store.verify().ok
+
+
+@pytest.mark.parametrize("table", ["occurrences", "OCCURRENCES", "events", "jobledger_keys"])
+def test_a_temp_trigger_on_a_jobledger_table_is_refused_by_name_and_nothing_is_written(
+    sqlite_driver: Driver, table: str
+) -> None:
+    """A temp trigger fires on jobledger's own writes (``max_attempts`` 3 → 32): refused."""
+    app = sqlite_driver.app
+    conn = app.connect()
+    try:
+        conn.execute(
+            f"CREATE TEMP TRIGGER rewrite AFTER INSERT ON main.{table} BEGIN "
+            "UPDATE occurrences SET max_attempts = 32; END"
+        )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO orders (id) VALUES (1)")
+        with pytest.raises(jobledger.InvalidArgument) as refused:
+            app.enqueue("confirm", conn=conn, key="k")
+        assert refused.value.code == "SCHEDULER_INVALID_ARGUMENT"
+        assert "rewrite" in refused.value.message and table in refused.value.message
+        assert refused.value.details["reason"] == "temp_trigger"
+        assert refused.value.details["triggers"] == [{"name": "rewrite", "table": table}]
+        assert conn.in_transaction  # the caller's, still usable
+        conn.execute("COMMIT")
+        conn.execute("DROP TRIGGER temp.rewrite")
+        conn.execute("BEGIN IMMEDIATE")
+        occurrence = app.enqueue("confirm", conn=conn, key="k")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert sqlite_driver.orders() == [1]
+    stored = app.store.get_occurrence(occurrence.id)
+    assert stored is not None and stored.max_attempts == occurrence.max_attempts != 32
+    assert not occurrence.deduplicated  # the refused call used no key
+
+
+def test_temp_triggers_on_the_callers_own_tables_are_its_business(sqlite_driver: Driver) -> None:
+    app = sqlite_driver.app
+    conn = app.connect()
+    try:
+        conn.execute("CREATE TEMP TABLE audit (id)")
+        conn.execute(
+            "CREATE TEMP TRIGGER mine AFTER INSERT ON main.orders BEGIN "
+            "INSERT INTO audit VALUES (new.id); END"
+        )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO orders (id) VALUES (7)")
+        occurrence = app.enqueue("confirm", conn=conn)
+        assert conn.execute("SELECT id FROM audit").fetchall() == [(7,)]
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert app.store.get_occurrence(occurrence.id) is not None

@@ -11,7 +11,7 @@ import pytest
 from jobledger.models import Event, ThroughputBucket
 from jobledger.testing import FakeClock
 from jobledger.web import charts, formatting
-from jobledger.web.limits import FailureLimit, client_key
+from jobledger.web.limits import BackOff, client_key
 from jobledger.web.security import Guard, Identity
 from jobledger.web.sessions import SessionRegistry
 from jobledger.web.settings import WebSettings
@@ -192,25 +192,38 @@ def test_session_registry_ends_expires_and_stays_bounded():
     assert len(registry) == 1  # expired sessions are dropped as new ones open
 
 
-def test_failure_limit_paces_and_forgets():
+def test_back_off_doubles_to_its_cap_resets_and_forgets():
     clock = FakeClock(0)
-    limit = FailureLimit(clock, burst=3, period=timedelta(seconds=10), limit=4)
-    for _ in range(3):
-        assert limit.wait_ms("a") == 0
-        limit.failed("a")
-    assert limit.wait_ms("a") == 10_000
-    clock.advance(4_000)
-    assert limit.wait_ms("a") == 6_000
-    clock.advance(6_000)
-    assert limit.wait_ms("a") == 0  # one more try per period
-    limit.failed("a")
-    assert limit.wait_ms("a") == 10_000
-    for key in "bcde":
-        limit.failed(key)
-    assert len(limit) == 4 and limit.wait_ms("a") == 0  # the least recent key was forgotten
+    back_off = BackOff(
+        clock,
+        first=timedelta(seconds=1),
+        cap=timedelta(seconds=5),
+        reset=timedelta(minutes=1),
+        limit=4,
+    )
+    a = ("192.0.2.1", "alice")
+    assert back_off.wait_ms(a) == 0
+    assert [back_off.failed(a) for _ in range(5)] == [1_000, 2_000, 4_000, 5_000, 5_000]
+    assert back_off.wait_ms(a) == 5_000
+    clock.advance(3_000)
+    assert back_off.wait_ms(a) == 2_000
+    assert back_off.wait_ms(("192.0.2.1", "bob")) == 0  # other names from the same address
+    assert back_off.wait_ms(("192.0.2.2", "alice")) == 0  # the same name from elsewhere
+    back_off.succeeded(a)
+    assert back_off.wait_ms(a) == 0 and back_off.failed(a) == 1_000  # a success clears it
     clock.advance(60_000)
-    limit.failed("f")
-    assert len(limit) == 1  # keys whose time passed are dropped when the table is full
+    assert back_off.failed(a) == 1_000  # quiet for the reset: from the first wait again
+    for name in "bcd":
+        back_off.failed(("192.0.2.1", name))
+    back_off.failed(("192.0.2.1", "e"))
+    assert len(back_off) == 4 and back_off.wait_ms(a) == 0  # the least recent was forgotten
+    clock.advance(60_000)
+    back_off.failed(("192.0.2.1", "f"))
+    assert len(back_off) == 1  # pairs past their reset are dropped when the table is full
+    assert back_off.failed(("x", "y" * 10)) == 1_000
+    big = BackOff(clock, first=timedelta(seconds=1), cap=timedelta(minutes=1))
+    for _ in range(200):  # the exponent never overflows past the cap
+        assert big.failed(a) <= 60_000
 
 
 def test_client_keys_group_an_ipv6_machine():

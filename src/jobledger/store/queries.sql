@@ -138,6 +138,19 @@ INSERT INTO events
 VALUES
   (:job_id, :occurrence_id, :event_type, :occurred_at, :owner_id, :fence, :data_json)
 
+-- name: occurrences_without_enqueue_event
+-- verify(): occurrences whose occurrence_enqueued event is missing (every enqueue writes one in
+-- the same transaction, and retention deletes an occurrence's events with it) — what a write
+-- taken by something else leaves behind (issue 30: a caller's temp table named "events").
+SELECT o.occurrence_id, count(*) OVER () AS missing
+FROM occurrences o
+WHERE NOT EXISTS (
+  SELECT 1 FROM events e
+  WHERE e.occurrence_id = o.occurrence_id AND e.event_type = 'occurrence_enqueued'
+)
+ORDER BY o.occurrence_id
+LIMIT :limit
+
 -- name: insert_audit
 INSERT INTO jobledger_audit (occurred_at, action, actor, subject, data_json)
 VALUES (:now, :action, :actor, :subject, :data_json)

@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from ..errors import Conflict, InvalidArgument, NotFound, RevisionConflict, SchedulerError
 from ..models import Occurrence
 from .core import (
+    TOO_MANY,
     Dashboard,
     HTTPProblem,
     Page,
@@ -325,8 +326,9 @@ def _signed_in(dash: Dashboard, request: Request, user: str, target: str) -> Res
 
 async def login(dash: Dashboard, request: Request) -> Response:
     """Sign in with the form's ``token`` or ``user`` and ``password``: a session and a 303 to
-    ``next``; wrong credentials are a 401 and count against the sign-in limits, and while those
-    limit this address or user name the answer is a 429 without checking anything."""
+    ``next``; wrong credentials are a 401 and start (or double) this address's wait for this
+    user name, and while it lasts the answer is a 429 without checking anything. A token is
+    never limited."""
     if not _same_origin(request):
         raise HTTPProblem(403, "Refused", "The request came from another site.")
     form = await read_form(request)
@@ -342,13 +344,14 @@ async def login(dash: Dashboard, request: Request) -> Response:
             request,
             target,
             status=429,
-            error=f"Too many failed sign-ins from here or for this user: try again in {wait} s.",
+            error=f"{TOO_MANY} {wait} s.",
         )
         response.headers["Retry-After"] = str(wait)
         return response
     if token and dash.guard.check_token(token):
         return _signed_in(dash, request, TOKEN_USER, target)
     if user and dash.guard.check_password(user, password):
+        dash.limits.succeeded(dash.client_address(request), names)
         return _signed_in(dash, request, user, target)
     if token or user:
         dash.limits.failed(dash.client_address(request), names)

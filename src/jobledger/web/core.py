@@ -114,23 +114,26 @@ class Dashboard:
 
     def identify(self, request: Request) -> Identity:
         """Who is asking. Credentials in an ``Authorization`` header are a sign-in attempt:
-        rate-limited like the login form's (429 while limited, unchecked), and a wrong one
-        counts as a failure."""
+        backed off like the login form's (429 while this address waits for this user name,
+        unchecked); a wrong one counts as a failure, a right one clears the wait."""
         authorization = request.headers.get("authorization")
         if not authorization:
             return self.guard.identify(request.headers, request.cookies)
         users = limited_names(self.guard.claimed_user(authorization))
         self.refuse_while_limited(request, users)
         try:
-            return self.guard.identify(request.headers, request.cookies)
+            identity = self.guard.identify(request.headers, request.cookies)
         except AuthError as exc:
             self.limits.failed(self.client_address(request), users)
             raise HTTPProblem(401, "Not signed in", f"{exc}.", headers=self.challenge()) from exc
+        if users:
+            self.limits.succeeded(self.client_address(request), users)
+        return identity
 
     @staticmethod
     def client_address(request: Request) -> str:
-        """The key the sign-in limits count under (behind a proxy: the address uvicorn took
-        from ``X-Forwarded-For``, when ``--forwarded-allow-ips`` trusts it)."""
+        """The address half of the sign-in back-off's key (behind a proxy: the address uvicorn
+        took from ``X-Forwarded-For``, when ``--forwarded-allow-ips`` trusts it)."""
         return client_key(request.client.host if request.client else None)
 
     def sign_in_wait(self, request: Request, users: list[str]) -> int:
@@ -144,7 +147,7 @@ class Dashboard:
             raise HTTPProblem(
                 429,
                 "Too many sign-in attempts",
-                f"Too many failed sign-ins from here or for this user: try again in {seconds} s.",
+                f"{TOO_MANY} {seconds} s.",
                 headers={"Retry-After": str(seconds)},
             )
 
@@ -315,10 +318,14 @@ class Redirect(Exception):
         return RedirectResponse(self.location, status_code=303)
 
 
+TOO_MANY = "Too many failed sign-ins for this user from here: try again in"
+
+
 def limited_names(*claimed: str | None) -> list[str]:
-    """The user names a sign-in attempt counts against. Not the token's: it is at least 16
-    characters, out of reach of guessing at the per-address pace anyway, and a limit on it would
-    let anyone, from anywhere, lock every script and Prometheus scrape out."""
+    """The user names a sign-in attempt is backed off under. Never the token's: a wait on it
+    would let anyone lock every script and Prometheus scrape out, and a right token must always
+    work — so the token is never limited at all (it is at least 16 characters; the one
+    ``jobledger web`` makes is random)."""
     return [name for name in claimed if name and name != TOKEN_USER]
 
 

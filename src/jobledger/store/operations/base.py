@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 
 from ... import contract
 from ...errors import DataCorrupt
-from ...models import Occurrence, SchemaInfo, VerifyReport
+from ...models import Occurrence, SchemaInfo, VerifyCheck, VerifyReport
 from .. import common, rows
 from ..settle_signal import SettleSignal
 from ..tx import Row, Tx, WorkSignal
@@ -228,6 +228,33 @@ class OperationsBase(ABC):
     @abstractmethod
     def verify(self) -> VerifyReport:
         """Check the whole database (see :meth:`jobledger.Store.verify`)."""
+
+    @staticmethod
+    def _with_enqueue_events(
+        report: VerifyReport, tx: Tx, unreadable: tuple[type[Exception], ...]
+    ) -> VerifyReport:
+        """``report`` and one more check, when its schema check passed: every occurrence has
+        its ``occurrence_enqueued`` event (``enqueue_events``; the first ten ids that have
+        none, and how many). A database error of a kind in ``unreadable`` (damaged pages) fails
+        the check, naming the error, instead of escaping."""
+        if not any(check.name == "schema" and check.ok for check in report.checks):
+            return report
+        try:
+            missing = tx.all("occurrences_without_enqueue_event", {"limit": 10})
+        except unreadable as exc:
+            failed = VerifyCheck("enqueue_events", False, {"error": type(exc).__name__})
+            return VerifyReport((*report.checks, failed))
+        check = VerifyCheck(
+            "enqueue_events",
+            not missing,
+            None
+            if not missing
+            else {
+                "count": int(missing[0]["missing"]),
+                "ids": [str(row["occurrence_id"]) for row in missing],
+            },
+        )
+        return VerifyReport((*report.checks, check))
 
     @abstractmethod
     def close(self) -> None: ...

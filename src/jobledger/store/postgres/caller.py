@@ -7,8 +7,14 @@ caller's transaction usable. One round trip opens it: the savepoint, the caller'
 level, the database clock, this store's id read from the schema the store uses, and
 ``search_path`` pointed at that schema for the store's unqualified queries (``set_config(...,
 true)``: scoped to the transaction, and set back to the caller's value before the savepoint is
-released). One more closes it: the caller's ``search_path`` back, ``NOTIFY`` when new work
-was written (delivered by the server only if the caller commits), ``RELEASE SAVEPOINT``.
+released). ``pg_temp`` is named last in it: left out, PostgreSQL searches the session's temp
+schema *first* for tables, so a caller's ``CREATE TEMP TABLE events (…)`` would take the
+store's reads and writes (issue 30, item 4). Named last, every jobledger table resolves in the
+store's schema; the temp schema is never searched for functions or operators, and PostgreSQL
+has no temporary triggers or rules on permanent tables, so nothing in the caller's temp schema
+can reach what jobledger reads or writes. One more closes it: the caller's ``search_path``
+back, ``NOTIFY`` when new work was written (delivered by the server only if the caller
+commits), ``RELEASE SAVEPOINT``.
 
 A psycopg ``AsyncConnection`` is driven from a worker thread: each statement is handed to the
 event loop that owns the connection and awaited there (:class:`BlockingAsyncConnection`), so
@@ -228,7 +234,7 @@ def run_in_caller_transaction(
             f"current_setting('search_path') AS search_path, {_CLOCK_SQL}; "
             f"SELECT store_id || '/' || current_database() AS store_id "
             f'FROM "{schema}".jobledger_store; '
-            f"SELECT set_config('search_path', '\"{schema}\"', true)"
+            f"SELECT set_config('search_path', '\"{schema}\", pg_temp', true)"
         )
         opened = True
         if setting["isolation"] != _ISOLATION:

@@ -352,12 +352,16 @@ class PostgresStore(LedgerStore):
             return True
 
     def verify(self) -> VerifyReport:
-        """The schema catalog and every stored authority (PostgreSQL enforces the rest)."""
+        """The schema catalog, every stored authority and every occurrence's
+        ``occurrence_enqueued`` event (PostgreSQL enforces the rest)."""
         self._assert_open()
-        return self._pool.transaction(
-            lambda conn, _now: (schema_module.verify_database(conn, self.schema), False),
-            read_only=True,
-        )
+
+        def transaction(conn: PgConnection, db_now: int) -> tuple[VerifyReport, bool]:
+            report = schema_module.verify_database(conn, self.schema)
+            tx = _PostgresTx(conn, self._clock, db_now)
+            return self._with_enqueue_events(report, tx, ()), False
+
+        return self._pool.transaction(transaction, read_only=True)
 
     # -- the database clock, without a round trip per reading -------------------------------
 

@@ -7,6 +7,13 @@ a jobledger error rolls back exactly what jobledger wrote and leaves the caller'
 open and usable. The connection must be on the store's own file (the same inode, and the same
 store id in ``jobledger_store``). Workers find the new occurrence by polling once the caller
 commits: SQLite has no cross-process notification.
+
+The caller's ``temp`` schema is its own business: every table name in the store's queries is
+qualified ``main.`` (``qualify.py``), so a temp table or view named ``events`` or ``jobs`` is
+never read or written by jobledger. A temp *trigger* on one of jobledger's tables would fire on
+jobledger's own writes and change them; one query on ``temp.sqlite_master`` per call finds
+such triggers, and the call is refused (``SCHEDULER_INVALID_ARGUMENT``, naming them) before
+anything is written.
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ from ...errors import InvalidArgument, SchedulerError
 from ..caller import CallerLink, not_in_transaction
 from ..tx import Tx
 from .connection import schema_needs_trust, storage_failure
+from .shared_file import OWN_TABLES
 
-__all__ = ["SAVEPOINT", "connect", "run_in_caller_transaction"]
+__all__ = ["SAVEPOINT", "connect", "run_in_caller_transaction", "temp_triggers"]
 
 T = TypeVar("T")
 SAVEPOINT = "jobledger_enqueue"
+_TEMP_TRIGGERS = "SELECT name, tbl_name FROM temp.sqlite_master WHERE type = 'trigger'"
+_OWN_TABLES = frozenset(table.lower() for table in OWN_TABLES)
 
 
 def connect(target: str, *, busy_timeout_ms: int, synchronous: str) -> sqlite3.Connection:
@@ -62,6 +72,36 @@ def _main_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
+def temp_triggers(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """The connection's temp triggers on a table named like one of jobledger's, as (trigger,
+    table): a temp trigger may be declared ``ON main.<table>`` and fire on jobledger's writes
+    (which one a trigger is on is not in the catalog row; any such name counts)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return sorted(
+        (str(name), str(table))
+        for name, table in cursor.execute(_TEMP_TRIGGERS).fetchall()
+        if str(table).lower() in _OWN_TABLES
+    )
+
+
+def _refuse_temp_triggers(conn: sqlite3.Connection, driver: str) -> None:
+    found = temp_triggers(conn)
+    if found:
+        named = ", ".join(f"{name} ON {table}" for name, table in found)
+        raise InvalidArgument(
+            f"conn has TEMP triggers on jobledger's tables ({named}): they would fire on "
+            "jobledger's own writes and change them; drop them (DROP TRIGGER temp.<name>) "
+            "before enqueuing on this connection",
+            details={
+                "field": "conn",
+                "reason": "temp_trigger",
+                "driver": driver,
+                "triggers": [{"name": name, "table": table} for name, table in found],
+            },
+        )
+
+
 def _same_file(conn: sqlite3.Connection, target: str, is_memory: bool) -> None:
     main = _main_file(conn)
     if is_memory or not main:
@@ -95,13 +135,14 @@ def run_in_caller_transaction(
     # The store's queries read rows by column name; cursors the caller made keep their own.
     conn.row_factory = sqlite3.Row
     try:
-        return _in_savepoint(conn, store_id, make_tx, body)
+        return _in_savepoint(conn, link.driver, store_id, make_tx, body)
     finally:
         conn.row_factory = factory
 
 
 def _in_savepoint(
     conn: sqlite3.Connection,
+    driver: str,
     store_id: str,
     make_tx: Callable[[sqlite3.Connection], Tx],
     body: Callable[[Tx], T],
@@ -114,6 +155,7 @@ def _in_savepoint(
         found = conn.execute("SELECT store_id FROM main.jobledger_store").fetchall()
         if [row[0] for row in found] != [store_id]:
             raise _another_store("its jobledger_store names another store")
+        _refuse_temp_triggers(conn, driver)
         result = body(make_tx(conn))
     except BaseException as exc:
         try:

@@ -37,6 +37,8 @@ from .connection import (
     tighten_database_files,
 )
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone, owner_held
+from .qualify import qualify_all
+from .shared_file import OWN_TABLES
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -45,30 +47,37 @@ DEFAULT_BUSY_TIMEOUT_MS = 5_000
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 MAX_BUSY_TIMEOUT_MS = 60_000
 QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=False)
+# The same queries with every table name written ``main.<name>``, for a caller's connection: it
+# may hold temp tables named like jobledger's, and SQLite looks in ``temp`` first
+# (``qualify.py``). The store's own connections never hold a temp object.
+CALLER_QUERIES = qualify_all(QUERIES, OWN_TABLES)
 
 
 class _SQLiteTx:
-    __slots__ = ("_clock", "_conn")
+    __slots__ = ("_clock", "_conn", "_queries")
 
-    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, clock: Clock, queries: Mapping[str, str] = QUERIES
+    ) -> None:
         self._conn = conn
         self._clock = clock
+        self._queries = queries
 
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        rows = self._conn.execute(QUERIES[query], params or {}).fetchall()
+        rows = self._conn.execute(self._queries[query], params or {}).fetchall()
         return rows[0] if rows else None
 
     def all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        return self._conn.execute(QUERIES[query], params or {}).fetchall()
+        return self._conn.execute(self._queries[query], params or {}).fetchall()
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> int:
-        return self._conn.execute(QUERIES[query], params or {}).rowcount
+        return self._conn.execute(self._queries[query], params or {}).rowcount
 
     def many(self, query: str, params: Sequence[Mapping[str, Any]]) -> None:
-        self._conn.executemany(QUERIES[query], params)
+        self._conn.executemany(self._queries[query], params)
 
     def rows_many(self, query: str, params: Sequence[Mapping[str, Any]]) -> list[Row | None]:
-        sql = QUERIES[query]
+        sql = self._queries[query]
         execute = self._conn.execute
         return [execute(sql, item).fetchone() for item in params]
 
@@ -223,7 +232,7 @@ class SQLiteStore(LedgerStore):
             target=self._target,
             is_memory=self._connection.is_memory,
             store_id=self._own_store_id(),
-            make_tx=lambda conn: _SQLiteTx(conn, self._clock),
+            make_tx=lambda conn: _SQLiteTx(conn, self._clock, CALLER_QUERIES),
             body=body,
         )
 
@@ -287,10 +296,13 @@ class SQLiteStore(LedgerStore):
         return frozenset(owner for owner in owners if owner_held(database, owner))
 
     def verify(self) -> VerifyReport:
-        """``integrity_check``, foreign keys, the schema catalog and every stored authority."""
+        """``integrity_check``, foreign keys, the schema catalog, every stored authority and
+        every occurrence's ``occurrence_enqueued`` event."""
         self._assert_open()
         with self._connection.reading() as conn:
-            return schema.verify_database(conn, shared=self.shared_file)
+            report = schema.verify_database(conn, shared=self.shared_file)
+            tx = _SQLiteTx(conn, self._clock)
+            return self._with_enqueue_events(report, tx, (sqlite3.DatabaseError,))
 
     def close(self) -> None:
         self._connection.close()
