@@ -56,7 +56,7 @@ PROBES: dict[str, tuple[dict[str, Any], set[str], int]] = {
     "list_dead_letters_by_job": ({"job_id": "job-mail"}, {DEAD_JOB}, LIMIT),
     # the outcome-unknown dead letters' own index: the other dead letters are never read
     "adjudication_candidates": ({}, {OUTCOME_UNKNOWN}, LIMIT),
-    "prunable_scan": ({"status": "succeeded"}, {STATUS}, LIMIT),
+    "prunable_walk": ({}, {"occurrences_seq_key"}, LIMIT),
     "due_waiting": ({}, {WAITING}, LIMIT),
     "lease_holders": ({}, {RUNNING, "jobledger_occurrences_leases"}, 10),
 }

@@ -58,7 +58,7 @@ PLANS: dict[str, list[str]] = {
     "list_dead_letters": [f"SCAN occurrences USING INDEX {DEAD}"],
     "list_dead_letters_by_job": [f"SEARCH occurrences USING INDEX {DEAD_JOB} (job_id=?)"],
     "adjudication_candidates": [f"SCAN o USING INDEX {OUTCOME_UNKNOWN}"],
-    "prunable_scan": [f"SEARCH occurrences USING INDEX {STATUS} (status=? AND kind>?)"],
+    "prunable_walk": ["SEARCH occurrences USING INTEGER PRIMARY KEY (rowid>?)"],
     "due_waiting": [f"SEARCH occurrences USING INDEX {WAITING} (available_at<?)"],
     "lease_holders": [f"SCAN occurrences USING INDEX {RUNNING}"],
 }

@@ -708,13 +708,14 @@ ORDER BY minute, kind
 -- ===========================================================================================
 -- retention
 
--- name: prunable_scan
--- The next :limit rows in :status after the cursor (kind, seq), in the status index's order
--- (a range of it: no sort); the caller keeps those settled before the cutoff. The deletes of a
--- batch are in the dialect files (delete_*_of_seqs): one statement per table for the batch.
-SELECT seq, occurrence_id, job_id, kind, created_at, settled_at FROM occurrences
-WHERE status = :status AND (kind, seq) > (:after_kind, :after_seq)
-ORDER BY kind, seq
+-- name: prunable_walk
+-- The next :limit rows after :after_seq in insertion order (a range of the rowid / the seq
+-- key: no sort); the caller keeps those of the pruned statuses settled before the cutoff and
+-- stops at the first created at or after it. The deletes of a batch are in the dialect files
+-- (delete_*_of_seqs): one statement per table for the batch.
+SELECT seq, occurrence_id, job_id, status, created_at, settled_at FROM occurrences
+WHERE seq > :after_seq
+ORDER BY seq
 LIMIT :limit
 
 -- name: prune_throughput
