@@ -199,6 +199,9 @@ def cli_commands() -> list[tuple[str, list[str]]]:
         ("queue list", ["queue", "list"]),
         ("queue show", ["queue", "show", "default"]),
         ("history --job", ["history", "--job", job]),
+        ("history --type (rare)", ["history", "--type", "job_updated"]),
+        ("history --type", ["history", "--type", "occurrence_enqueued"]),
+        ("history --job --type", ["history", "--job", job, "--type", "job_created"]),
     ]
 
 
@@ -215,6 +218,7 @@ def pages() -> list[tuple[str, str]]:
         ),
         ("/jobs", "/jobs"),
         ("/jobs/<id>", f"/jobs/{job}"),
+        ("/occurrences/<id> (oldest)", f"/occurrences/occ_{7:064x}"),
         ("/dead-letters", "/dead-letters"),
         ("/queues", "/queues"),
         ("/metrics", "/metrics"),

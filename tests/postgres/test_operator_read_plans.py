@@ -31,6 +31,7 @@ STATUS = "jobledger_occurrences_status"
 JOB = "jobledger_occurrences_job"
 DEAD = "jobledger_occurrences_dead_letters"
 DEAD_JOB = "jobledger_occurrences_dead_letters_job"
+OUTCOME_UNKNOWN = "jobledger_occurrences_outcome_unknown"
 PKEY = {"occurrences_pkey", "occurrences_seq_key"}
 LIMIT, CAP = 11, 50
 BASE: dict[str, Any] = {
@@ -40,7 +41,6 @@ BASE: dict[str, Any] = {
     "cap": CAP,
     "after_kind": "",
     "after_seq": 0,
-    "code_pattern": "%OUTCOME_UNKNOWN%",
 }
 # query: (parameters, the indexes it may read occurrences through, rows it may read)
 PROBES: dict[str, tuple[dict[str, Any], set[str], int]] = {
@@ -54,10 +54,9 @@ PROBES: dict[str, tuple[dict[str, Any], set[str], int]] = {
     "count_recent_of_job": ({"job_id": "job-mail"}, {JOB}, CAP),
     "list_dead_letters": ({}, {DEAD}, LIMIT),
     "list_dead_letters_by_job": ({"job_id": "job-mail"}, {DEAD_JOB}, LIMIT),
-    # dead letters only, through either index (with statistics that say few match the error
-    # code, a range of the status index and a sort of those dead letters)
-    "adjudication_candidates": ({}, {DEAD, STATUS}, LIMIT),
-    "prunable_scan": ({"status": "succeeded"}, {STATUS}, LIMIT),
+    # the outcome-unknown dead letters' own index: the other dead letters are never read
+    "adjudication_candidates": ({}, {OUTCOME_UNKNOWN}, LIMIT),
+    "prunable_walk": ({}, {"occurrences_seq_key"}, LIMIT),
     "due_waiting": ({}, {WAITING}, LIMIT),
     "lease_holders": ({}, {RUNNING, "jobledger_occurrences_leases"}, 10),
 }

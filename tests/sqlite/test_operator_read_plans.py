@@ -18,6 +18,7 @@ STATUS = "jobledger_occurrences_status"
 JOB = "jobledger_occurrences_job"
 DEAD = "jobledger_occurrences_dead_letters"
 DEAD_JOB = "jobledger_occurrences_dead_letters_job"
+OUTCOME_UNKNOWN = "jobledger_occurrences_outcome_unknown"
 RUNNING = "jobledger_occurrences_running"
 BY_SEQ = "SEARCH occurrences USING INTEGER PRIMARY KEY (rowid=?)"
 
@@ -32,7 +33,6 @@ PARAMS: dict[str, Any] = {
     "seqs": "[1, 2, 3]",
     "after_kind": "",
     "after_seq": 0,
-    "code_pattern": "%OUTCOME_UNKNOWN%",
 }
 # query: every access to occurrences it may make
 PLANS: dict[str, list[str]] = {
@@ -57,8 +57,8 @@ PLANS: dict[str, list[str]] = {
     "occurrences_by_seqs": [BY_SEQ],
     "list_dead_letters": [f"SCAN occurrences USING INDEX {DEAD}"],
     "list_dead_letters_by_job": [f"SEARCH occurrences USING INDEX {DEAD_JOB} (job_id=?)"],
-    "adjudication_candidates": [f"SCAN o USING INDEX {DEAD}"],
-    "prunable_scan": [f"SEARCH occurrences USING INDEX {STATUS} (status=? AND kind>?)"],
+    "adjudication_candidates": [f"SCAN o USING INDEX {OUTCOME_UNKNOWN}"],
+    "prunable_walk": ["SEARCH occurrences USING INTEGER PRIMARY KEY (rowid>?)"],
     "due_waiting": [f"SEARCH occurrences USING INDEX {WAITING} (available_at<?)"],
     "lease_holders": [f"SCAN occurrences USING INDEX {RUNNING}"],
 }

@@ -139,10 +139,13 @@ def test_prune_in_batches_removes_what_points_at_the_rows(store, clock, authorit
     reports = []
     report = store.prune(before=clock(), actor="ops", batch_size=2, on_batch=reports.append)
     assert report.occurrences == 6 and report.by_status == {"succeeded": 5, "dead_letter": 1}
-    assert [r.occurrences for r in reports] == [2, 2, 1, 1] and report.batches == 4
+    # In insertion order, whatever the status: the dead letter rides in the third batch.
+    assert [r.occurrences for r in reports] == [2, 2, 2] and report.batches == 3
+    assert [r.by_status for r in reports][2] == {"succeeded": 1, "dead_letter": 1}
     assert report.events == 6 * 3
     assert [o.id for o in store.list_occurrences().items] == [ids[6]]  # live work stays
-    assert [r.data["occurrences"] for r in store.audit_log()] == [1, 1, 2, 2]
+    assert [r.data["occurrences"] for r in store.audit_log()] == [2, 2, 2]
+    assert store.audit_log()[0].data["statuses"] == {"dead_letter": 1, "succeeded": 1}
     # The keys went with their occurrences: the key enqueues again, a new occurrence.
     again = enqueue(store, "job-a", clock(), "key:0")
     assert not again.deduplicated
@@ -162,3 +165,26 @@ def test_prune_leaves_rows_settled_after_the_cutoff(store, clock, authority):
     assert report.occurrences == 1
     assert store.get_occurrence(old.id) is None
     assert store.get_occurrence(young.id) is not None
+
+
+def test_prune_walks_past_live_rows_and_stops_at_the_cutoff(store, clock, authority):
+    make_job(store, authority, "job-a")
+    live = enqueue(store, "job-a", clock(), "live")  # the oldest row, still queued
+    settled = [enqueue(store, "job-a", clock(), f"s{i}") for i in range(3)]
+    for occurrence in settled:
+        succeed(
+            store, store.claim_occurrence(occurrence_id=occurrence.id, owner_id="w", lease_ms=9)
+        )
+    clock.advance(1_000)
+    cutoff = clock()
+    late = enqueue(store, "job-a", clock(), "late")  # created after the cutoff: the walk ends
+    succeed(store, store.claim_occurrence(occurrence_id=late.id, owner_id="w", lease_ms=9))
+    clock.advance(1_000)
+    report = store.prune(before=cutoff, actor="ops", batch_size=1)
+    assert report.occurrences == 3 and report.batches == 3
+    assert store.get_occurrence(live.id) is not None
+    assert store.get_occurrence(late.id) is not None
+    assert all(store.get_occurrence(o.id) is None for o in settled)
+    # what prune keeps by status: only the statuses asked for go
+    again = store.prune(before=clock(), actor="ops", statuses=["dead_letter"])
+    assert again.occurrences == 0 and store.get_occurrence(late.id) is not None

@@ -251,6 +251,16 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     page = store.events(job_id="mail", limit=3)
     store.events(after_id=page[-1].event_id)
     store.events(event_type="occurrence_enqueued", limit=3)
+    # every events page, backwards and forwards: the log, an occurrence, a job, a type, both
+    for filters in (
+        {},
+        {"occurrence_id": dead.id},
+        {"job_id": "mail"},
+        {"event_type": "occurrence_enqueued"},
+        {"job_id": "mail", "event_type": "job_created"},
+    ):
+        store.events(**filters, before_id=page[0].event_id + 1, limit=2)
+        store.events(**filters, after_id=0, limit=2)
     store.list_dead_letters()
     store.list_dead_letters(job_id="mail")
     store.list_occurrences()

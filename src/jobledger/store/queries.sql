@@ -175,35 +175,71 @@ SELECT * FROM events
 WHERE occurrence_id = :occurrence_id AND job_id = :job_id
 ORDER BY event_id DESC LIMIT :limit
 
+-- The log's pages: operators page backwards (before_id, newest first) and follow forwards
+-- (after_id, oldest first). One query per filter, each a range of the index that filter names
+-- (the event id bounds are ranges, never "IS NULL OR" terms no index serves), so a page reads
+-- its rows and not the log above them, whatever the log holds: no filter walks the primary key;
+-- an occurrence, its events (scheduler_events_occurrence; a job or type then filters the
+-- occurrence's few events); a job, its events (scheduler_events_job); a type, with or without a
+-- job, that type's events (jobledger_events_type: a job-level type such as job_updated holds
+-- only the jobs' own events, never the occurrences' history).
+
 -- name: history_page
--- Operators page backwards (before_id) and follow forwards (after_id) through the log.
 SELECT * FROM events
-WHERE (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
-  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
+WHERE event_id < COALESCE(CAST(:before_id AS BIGINT), 9223372036854775807)
+  AND event_id > COALESCE(CAST(:after_id AS BIGINT), 0)
+ORDER BY event_id DESC
+LIMIT :limit
+
+-- name: history_page_by_occurrence
+SELECT * FROM events
+WHERE occurrence_id = :occurrence_id
+  AND event_id < COALESCE(CAST(:before_id AS BIGINT), 9223372036854775807)
+  AND event_id > COALESCE(CAST(:after_id AS BIGINT), 0)
+  AND (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
   AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
-  AND (CAST(:before_id AS BIGINT) IS NULL OR event_id < :before_id)
-  AND (CAST(:after_id AS BIGINT) IS NULL OR event_id > :after_id)
 ORDER BY event_id DESC
 LIMIT :limit
 
 -- name: history_page_by_job
--- The same, for one job: its events in the job index's order (scheduler_events_job), never a
--- walk of the whole log filtered by job.
 SELECT * FROM events
 WHERE job_id = :job_id
-  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
-  AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
-  AND (CAST(:before_id AS BIGINT) IS NULL OR event_id < :before_id)
-  AND (CAST(:after_id AS BIGINT) IS NULL OR event_id > :after_id)
+  AND event_id < COALESCE(CAST(:before_id AS BIGINT), 9223372036854775807)
+  AND event_id > COALESCE(CAST(:after_id AS BIGINT), 0)
+ORDER BY event_id DESC
+LIMIT :limit
+
+-- name: history_page_by_type
+SELECT * FROM events
+WHERE event_type = :event_type
+  AND event_id < COALESCE(CAST(:before_id AS BIGINT), 9223372036854775807)
+  AND event_id > COALESCE(CAST(:after_id AS BIGINT), 0)
 ORDER BY event_id DESC
 LIMIT :limit
 
 -- name: history_after
 SELECT * FROM events
 WHERE event_id > :after_id
+ORDER BY event_id
+LIMIT :limit
+
+-- name: history_after_by_occurrence
+SELECT * FROM events
+WHERE occurrence_id = :occurrence_id AND event_id > :after_id
   AND (CAST(:job_id AS TEXT) IS NULL OR job_id = :job_id)
-  AND (CAST(:occurrence_id AS TEXT) IS NULL OR occurrence_id = :occurrence_id)
   AND (CAST(:event_type AS TEXT) IS NULL OR event_type = :event_type)
+ORDER BY event_id
+LIMIT :limit
+
+-- name: history_after_by_job
+SELECT * FROM events
+WHERE job_id = :job_id AND event_id > :after_id
+ORDER BY event_id
+LIMIT :limit
+
+-- name: history_after_by_type
+SELECT * FROM events
+WHERE event_type = :event_type AND event_id > :after_id
 ORDER BY event_id
 LIMIT :limit
 
@@ -685,13 +721,14 @@ ORDER BY minute, kind
 -- ===========================================================================================
 -- retention
 
--- name: prunable_scan
--- The next :limit rows in :status after the cursor (kind, seq), in the status index's order
--- (a range of it: no sort); the caller keeps those settled before the cutoff. The deletes of a
--- batch are in the dialect files (delete_*_of_seqs): one statement per table for the batch.
-SELECT seq, occurrence_id, job_id, kind, created_at, settled_at FROM occurrences
-WHERE status = :status AND (kind, seq) > (:after_kind, :after_seq)
-ORDER BY kind, seq
+-- name: prunable_walk
+-- The next :limit rows after :after_seq in insertion order (a range of the rowid / the seq
+-- key: no sort); the caller keeps those of the pruned statuses settled before the cutoff and
+-- stops at the first created at or after it. The deletes of a batch are in the dialect files
+-- (delete_*_of_seqs): one statement per table for the batch.
+SELECT seq, occurrence_id, job_id, status, created_at, settled_at FROM occurrences
+WHERE seq > :after_seq
+ORDER BY seq
 LIMIT :limit
 
 -- name: prune_throughput

@@ -241,7 +241,7 @@ class AdjudicationOperations(OperationsBase):
         def body(tx: Tx) -> list[AdjudicationCase]:
             found = tx.all(
                 "adjudication_candidates",
-                {"limit": MAX_CASE_SCAN, "code_pattern": '%_OUTCOME_UNKNOWN"%'},
+                {"limit": MAX_CASE_SCAN},
             )
             eligible = [row for row in found if _eligible(row)]
             eligible.sort(key=lambda row: (-int(row["settled_at"] or 0), row["occurrence_id"]))

@@ -28,10 +28,8 @@ MAX_PRUNE_BATCH = 5_000
 # Due waiting rows oldest_due reads (a claim promotes them in batches; more is a backlog the
 # lanes' ready rows already show).
 MAX_DUE_WAITING = 1_000
-# Above every seq: a prune's walk leaves a kind by moving past its last possible row.
-_PAST_EVERY_SEQ = 2**62
-# A prune batch looks at this many times its size in rows at most (rows settled after the
-# cutoff are passed over).
+# A prune batch looks at this many times its size in rows at most (live rows, rows of other
+# statuses and rows settled after the cutoff are passed over).
 _SCANS_PER_BATCH = 4
 
 
@@ -53,9 +51,11 @@ class AdminOperations(OperationsBase):
         """Delete settled occurrences (settled before ``before``), their events and requeue
         records, in batches of ``batch_size``, each batch its own transaction.
 
-        A batch walks the next ``batch_size`` rows of the status along the status index
-        (status, kind, seq) and deletes those settled before ``before`` with everything that
-        points at them, one statement per table for the whole batch. ``on_batch`` (if given)
+        A batch walks the table in insertion (seq) order from where the last one stopped and
+        deletes the next ``batch_size`` rows in ``statuses`` settled before ``before`` with
+        everything that points at them, one statement per table for the whole batch. The walk
+        ends at the first row created at or after ``before``; what it reads is the rows created
+        before then (the live ones among them are passed over). ``on_batch`` (if given)
         sees each batch's own report after its commit (progress; raising stops the prune there).
 
         Live occurrences are never touched. Every batch writes, in the same transaction, an
@@ -75,6 +75,7 @@ class AdminOperations(OperationsBase):
                 "only settled occurrences can be pruned (succeeded, dead_letter, cancelled)",
                 details={"field": "statuses"},
             )
+        pruned = frozenset(status for status in wanted if status is not None)
         size = contract.normalize_positive_int(batch_size, "batch_size")
         if size > MAX_PRUNE_BATCH:
             raise InvalidArgument(f"batch_size must be at most {MAX_PRUNE_BATCH}")
@@ -83,38 +84,33 @@ class AdminOperations(OperationsBase):
         totals: Counter[str] = Counter()
         by_status: Counter[str] = Counter()
         batches = 0
-        for status in wanted:
-            assert status is not None
-            # Where the walk of this status's index stands: (kind, seq) of the last row looked at.
-            position: tuple[str, int] = ("", 0)
-            while max_batches is None or batches < max_batches:
-                batch = functools.partial(
-                    self._prune_batch,
-                    status=status,
-                    cutoff=cutoff,
-                    actor=who,
-                    size=size,
-                    at=position,
-                )
-                removed, moved = self._write(batch)
-                if removed["occurrences"]:
-                    batches += 1
-                    by_status[status] += removed["occurrences"]
-                    totals.update(removed)
-                    if on_batch is not None:
-                        on_batch(
-                            PruneReport(
-                                before=cutoff,
-                                occurrences=removed["occurrences"],
-                                events=removed["events"],
-                                requeues=removed["requeues"],
-                                batches=1,
-                                by_status={status: removed["occurrences"]},
-                            )
+        # Where the walk stands: the seq of the last row looked at (None: at the end).
+        position: int | None = 0
+        while position is not None and (max_batches is None or batches < max_batches):
+            batch = functools.partial(
+                self._prune_batch,
+                statuses=pruned,
+                cutoff=cutoff,
+                actor=who,
+                size=size,
+                after=position,
+            )
+            removed, of_status, position = self._write(batch)
+            if removed["occurrences"]:
+                batches += 1
+                by_status.update(of_status)
+                totals.update(removed)
+                if on_batch is not None:
+                    on_batch(
+                        PruneReport(
+                            before=cutoff,
+                            occurrences=removed["occurrences"],
+                            events=removed["events"],
+                            requeues=removed["requeues"],
+                            batches=1,
+                            by_status=dict(of_status),
                         )
-                if moved is None:
-                    break
-                position = moved
+                    )
 
         def tidy(tx: Tx) -> None:
             tx.run("prune_throughput", {"before": cutoff})
@@ -131,47 +127,50 @@ class AdminOperations(OperationsBase):
         )
 
     def _prune_batch(
-        self, tx: Tx, *, status: str, cutoff: int, actor: str, size: int, at: tuple[str, int]
-    ) -> tuple[dict[str, int], tuple[str, int] | None]:
-        """One batch: up to ``size`` rows of ``status`` settled before ``cutoff``, found along
-        the status index after ``at`` (kind, seq) — looking at no more than
-        ``_SCANS_PER_BATCH * size`` rows — deleted with everything that points at them, one
-        statement per table for the whole batch. Returns what it removed and where the walk
-        goes on (``None``: at the end). A kind is left once a row of it was created at or after
-        the cutoff: a kind's rows come in insertion order, so the rest of it is newer still (a
-        later prune takes what settles before its own cutoff)."""
+        self,
+        tx: Tx,
+        *,
+        statuses: frozenset[str],
+        cutoff: int,
+        actor: str,
+        size: int,
+        after: int,
+    ) -> tuple[dict[str, int], Counter[str], int | None]:
+        """One batch: up to ``size`` rows in ``statuses`` settled before ``cutoff``, found by
+        walking the table in seq order (insertion order) after ``after`` — looking at no more
+        than ``_SCANS_PER_BATCH * size`` rows — deleted with everything that points at them, one
+        statement per table for the whole batch. Returns what it removed, per status, and where
+        the walk goes on (``None``: at the end). The walk ends at the first row created at or
+        after the cutoff: rows come in insertion order, so the rest are newer still (a later
+        prune takes what settles before its own cutoff).
+
+        Seq order, not one status and kind at a time: a batch's rows then lie together in the
+        table and in every index ordered by insertion (events, the job and type indexes), so a
+        batch rewrites a few pages per row instead of one or more for each (3.9x the rate at a
+        million rows on SQLite, docs/benchmarks.md)."""
         now = tx.now()
         nothing = {"occurrences": 0, "events": 0, "requeues": 0}
         found: list[Row] = []
-        moved: tuple[str, int] | None = at
+        moved: int | None = after
         looked = 0
         while moved is not None and len(found) < size and looked < _SCANS_PER_BATCH * size:
-            scanned = tx.all(
-                "prunable_scan",
-                {
-                    "status": status,
-                    "after_kind": moved[0],
-                    "after_seq": moved[1],
-                    "limit": size - len(found),
-                },
-            )
+            scanned = tx.all("prunable_walk", {"after_seq": moved, "limit": size})
             if not scanned:
                 moved = None
                 break
-            looked += len(scanned)
-            done: set[str] = set()
             for row in scanned:
-                if row["kind"] in done:
-                    continue
                 if int(row["created_at"]) >= cutoff:
-                    done.add(row["kind"])
-                    continue
-                if row["settled_at"] is not None and int(row["settled_at"]) < cutoff:
+                    moved = None
+                    break
+                looked += 1
+                moved = int(row["seq"])
+                settled = row["settled_at"]
+                if row["status"] in statuses and settled is not None and int(settled) < cutoff:
                     found.append(row)
-            last = scanned[-1]
-            moved = (last["kind"], _PAST_EVERY_SEQ if last["kind"] in done else int(last["seq"]))
+                    if len(found) == size:
+                        break
         if not found:
-            return nothing, moved
+            return nothing, Counter(), moved
         seqs = {"seqs": tx.id_list([int(row["seq"]) for row in found])}
         tx.run("delete_keys_of_seqs", seqs)
         tx.run("delete_dependencies_of_seqs", seqs)
@@ -181,6 +180,7 @@ class AdminOperations(OperationsBase):
         events = tx.run("delete_events_of_seqs", seqs)
         occurrences = tx.run("delete_occurrences_of_seqs", seqs)
         jobs = Counter(row["job_id"] for row in found)
+        of_status = Counter(str(row["status"]) for row in found)
         self._audit(
             tx,
             now=now,
@@ -189,14 +189,16 @@ class AdminOperations(OperationsBase):
             subject=None,
             data={
                 "before": cutoff,
-                "status": status,
+                "status": ",".join(sorted(of_status)),
+                "statuses": dict(sorted(of_status.items())),
                 "occurrences": occurrences,
                 "events": events,
                 "requeues": requeues,
                 "jobs": dict(sorted(jobs.items())),
             },
         )
-        return {"occurrences": occurrences, "events": events, "requeues": requeues}, moved
+        removed = {"occurrences": occurrences, "events": events, "requeues": requeues}
+        return removed, of_status, moved
 
     def audit_log(self, *, before_id: int | None = None, limit: int = 50) -> list[AuditRecord]:
         """Operator records (removed jobs, prunes), newest first."""

@@ -449,13 +449,21 @@ class OccurrenceOperations(OperationsBase):
             "after_id": None if after_id is None else _event_id(after_id, "after_id"),
             "limit": bounded,
         }
-        if params["after_id"] is not None and params["before_id"] is None:
-            # Following the log forwards: oldest first, so a tail can resume from the last id.
-            found = self._read(lambda tx: tx.all("history_after", params))
-        else:
-            query = "history_page" if params["job_id"] is None else "history_page_by_job"
-            found = self._read(lambda tx: tx.all(query, params))
+        forwards = params["after_id"] is not None and params["before_id"] is None
+        # Following the log forwards: oldest first, so a tail can resume from the last id.
+        query = ("history_after" if forwards else "history_page") + _events_index(params)
+        found = self._read(lambda tx: tx.all(query, params))
         return [rows.event_from_row(row) for row in found]
+
+
+def _events_index(params: dict[str, Any]) -> str:
+    """Which index an events page reads (the suffix of its query's name, store/queries.sql):
+    an occurrence's events, a type's (with or without a job), a job's, or the whole log."""
+    if params["occurrence_id"] is not None:
+        return "_by_occurrence"
+    if params["event_type"] is not None:
+        return "_by_job_type" if params["job_id"] is not None else "_by_type"
+    return "_by_job" if params["job_id"] is not None else ""
 
 
 AMBIGUOUS_SHOWN = 5

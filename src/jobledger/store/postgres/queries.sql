@@ -407,11 +407,13 @@ ORDER BY settled_at DESC, occurrence_id LIMIT %(limit)s
 -- name: adjudication_candidates
 -- Outcome-unknown dead letters whose lost attempt (fence) has no decision (a decision on an
 -- earlier lost attempt leaves a later one a case), most recently settled first along the
--- dead letters' own index; the error code is checked exactly by the caller (LIKE only narrows:
--- '_' matches any character).
+-- outcome-unknown dead letters' own index (jobledger_occurrences_outcome_unknown, whose
+-- predicate is this LIKE, written out so the planner proves it): decided cases leave it, so the
+-- walk is as long as the open cases, not the dead letters. The error code is checked exactly by
+-- the caller (LIKE only narrows: '_' matches any character).
 SELECT * FROM occurrences o
 WHERE o.status = 'dead_letter'
-  AND o.last_error_json LIKE %(code_pattern)s
+  AND o.last_error_json LIKE '%%_OUTCOME_UNKNOWN"%%'
   AND NOT EXISTS (
     SELECT 1 FROM jobledger_adjudications a
     WHERE a.occurrence_id = o.occurrence_id AND a.expected_fence = o.fence)
@@ -439,3 +441,21 @@ SELECT COUNT(*) AS n FROM (
 SELECT occurrence_id, status, lease_owner, fence, queue, partition_key FROM occurrences
 WHERE status IN ('queued', 'retry_wait', 'running') AND kind = %(kind)s AND job_id = %(job_id)s
 ORDER BY seq
+
+-- name: history_page_by_job_type
+-- A job's events of one type: that type's range of jobledger_events_type, the job checked on
+-- each entry (see history_page in store/queries.sql). The job is compared as "job_id || ''", an
+-- expression no index holds: without statistics the planner would take the job's index and
+-- walk the job's whole history for a rare job-level type (SQLite pins the index instead).
+SELECT * FROM events
+WHERE event_type = %(event_type)s AND job_id || '' = %(job_id)s
+  AND event_id < COALESCE(CAST(%(before_id)s AS BIGINT), 9223372036854775807)
+  AND event_id > COALESCE(CAST(%(after_id)s AS BIGINT), 0)
+ORDER BY event_id DESC
+LIMIT %(limit)s
+
+-- name: history_after_by_job_type
+SELECT * FROM events
+WHERE event_type = %(event_type)s AND job_id || '' = %(job_id)s AND event_id > %(after_id)s
+ORDER BY event_id
+LIMIT %(limit)s

@@ -157,7 +157,8 @@ class AuditOperations(Protocol):
     ) -> list[Event]:
         """Events filtered by occurrence, job and type, ``limit`` (1..1000) at a time: newest
         first before ``before_id``, or — with only ``after_id`` — oldest first after it (to
-        follow the log)."""
+        follow the log). Each page is a range of one index: the occurrence's, else the type's
+        (with or without a job), else the job's, else the log's own order."""
         ...
 
     def list_dead_letters(self, *, job_id: str | None = None, limit: int = 50) -> list[Occurrence]:
@@ -210,7 +211,9 @@ class AuditOperations(Protocol):
         """Delete settled occurrences settled before ``before`` with their events and requeue
         records, ``batch_size`` per transaction (one statement per table for the batch), each
         batch audited (``action="pruned"``) in its own transaction; ``on_batch`` sees each
-        batch's report after its commit. Live occurrences are never touched."""
+        batch's report after its commit. Batches take rows in insertion order, whatever their
+        status, up to the first created at or after ``before``. Live occurrences are never
+        touched."""
         ...
 
     def audit_log(self, *, before_id: int | None = None, limit: int = 50) -> list[AuditRecord]:

@@ -314,9 +314,11 @@ _V5_INDEXES = tuple(
     sorted(
         (
             *(name for name in _V4_INDEXES if name != "jobledger_occurrences_kind"),
+            "jobledger_events_type",
             "jobledger_keys_occurrence",
             "jobledger_occurrences_dead_letters",
             "jobledger_occurrences_dead_letters_job",
+            "jobledger_occurrences_outcome_unknown",
         )
     )
 )

@@ -65,3 +65,10 @@ ALTER TABLE jobledger_adjudications DROP CONSTRAINT jobledger_adjudications_pkey
 ALTER TABLE jobledger_adjudications ADD PRIMARY KEY (occurrence_id, expected_fence);
 ALTER TABLE jobledger_adjudications
   ADD COLUMN started_at BIGINT CHECK (started_at IS NULL OR started_at >= 0);
+
+-- Operator reads by event type and of open adjudication cases (issue 25, the reads round; see
+-- the SQLite rung's section of the same name).
+CREATE INDEX jobledger_events_type ON events (event_type, event_id DESC);
+CREATE INDEX jobledger_occurrences_outcome_unknown
+  ON occurrences (settled_at DESC, occurrence_id)
+  WHERE status = 'dead_letter' AND last_error_json LIKE '%_OUTCOME_UNKNOWN"%';

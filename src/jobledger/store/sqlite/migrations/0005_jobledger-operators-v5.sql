@@ -109,3 +109,19 @@ FROM jobledger_adjudications;
 DROP TABLE jobledger_adjudications;
 
 ALTER TABLE jobledger_adjudications_v5 RENAME TO jobledger_adjudications;
+
+-- Operator reads by event type and of open adjudication cases (issue 25, the reads round).
+--
+-- jobledger_events_type: the log by type, newest first (`jobledger history --type`, a job page's
+-- job_created / job_updated / schedule_slots_skipped). Without it a page of a rare type walked
+-- the whole log (or a job's whole history) to find none. One more index entry per event: an
+-- enqueue writes one event, so one more B-tree insert per occurrence (docs/benchmarks.md, the
+-- reads round, measured that cost).
+-- jobledger_occurrences_outcome_unknown: the outcome-unknown dead letters, most recently
+-- settled first — what `adjudication_candidates` walks for the open cases (`explain`,
+-- `/adjudication`, `/metrics`), instead of every dead letter. A row enters it when it
+-- dead-letters with an outcome-unknown error and leaves when it is decided (settled or run
+-- again), requeued or pruned; the LIKE is the query's own term, so the planner proves it.
+CREATE INDEX jobledger_events_type ON events(event_type, event_id DESC);
+CREATE INDEX jobledger_occurrences_outcome_unknown ON occurrences(settled_at DESC, occurrence_id)
+  WHERE status = 'dead_letter' AND last_error_json LIKE '%_OUTCOME_UNKNOWN"%';
