@@ -8,37 +8,22 @@ database cloned from a migrated template (see ``pg_support.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 StoreFactory = Callable[..., jobledger.Store]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
-def store_factory(
-    backend: str, tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
-) -> Iterator[StoreFactory]:
+def store_factory(any_target: str, clock: FakeClock) -> Iterator[StoreFactory]:
     opened: list[jobledger.Store] = []
-    if backend == "sqlite":
-        target: str = str(tmp_path / "db" / "jobledger.sqlite3")
-    else:
-        target = request.getfixturevalue("postgres_database_url")
 
     def factory(**options: object) -> jobledger.Store:
         options.setdefault("clock", clock)
-        store = jobledger.open_store(target, **options)  # type: ignore[arg-type]
+        store = jobledger.open_store(any_target, **options)  # type: ignore[arg-type]
         opened.append(store)
         return store
 

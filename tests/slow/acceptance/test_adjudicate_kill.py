@@ -27,7 +27,7 @@ import jobledger
 from jobledger.testing import FakeClock, run_until_idle
 
 WORKER = Path(__file__).with_name("adjudicate_kill_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 START_MS = 1_800_000_000_000
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import jobledger
-from tests.acceptance import enqueue_race_process as proc
+from tests.slow.acceptance import enqueue_race_process as proc
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 __all__ = ["postgres_database_url", "postgres_template"]

@@ -4,7 +4,7 @@ random instants while parents settle, and every join still runs exactly once.
 Flows are enqueued up front: fan-outs from a root to many leaves, joined by one ``join`` that
 a ``link`` chains after; some flows hold a ``doomed`` leaf (a dead letter), whose join and link
 are cancelled under ``"cancel"``, or whose join runs anyway under ``"run"``. Three workers
-(:mod:`tests.acceptance.flow_kill_worker`) drain them while one of them is SIGKILLed and
+(:mod:`tests.slow.acceptance.flow_kill_worker`) drain them while one of them is SIGKILLed and
 replaced every 100–250 ms — often inside the settle transaction that counts a join down.
 Afterwards: nothing is live (so nothing stays blocked once every parent is terminal); each
 join was unblocked once and succeeded once, after all its parents were terminal (the

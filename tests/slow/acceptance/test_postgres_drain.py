@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 import jobledger
-from tests.acceptance.pg_enqueue import enqueue_many
+from tests.slow.acceptance.pg_enqueue import enqueue_many
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 WORKER = Path(__file__).with_name("pg_drain_worker.py")

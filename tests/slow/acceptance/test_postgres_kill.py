@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.acceptance.pg_enqueue import enqueue_many
+from tests.slow.acceptance.pg_enqueue import enqueue_many
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 __all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below

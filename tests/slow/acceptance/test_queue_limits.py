@@ -40,7 +40,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.acceptance import queue_limits_process as proc
+from tests.slow.acceptance import queue_limits_process as proc
 from tests.store.pg_support import postgres_database_url, postgres_template
 
 __all__ = ["postgres_database_url", "postgres_template"]

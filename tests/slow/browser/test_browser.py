@@ -1,7 +1,7 @@
 """End to end in a real headless browser (Debian's chromium via Playwright), on SQLite and
 PostgreSQL: sign in, read every page, requeue from the dead-letters page and watch the
 occurrence run again, and check that actions are refused without a session, without the CSRF
-token and in read-only mode. Screenshots of every page go to ``tests/web/artifacts/``.
+token and in read-only mode. Screenshots of every page go to ``tests/system/web/artifacts/``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from jobledger.testing import run_until_idle
 from jobledger.web import WebSettings, create_app
-from tests.web.conftest import BROWSER_MISSING, TOKEN, USERS, screenshot
+from tests.system.web.conftest import BROWSER_MISSING, TOKEN, USERS, screenshot
 
 pytestmark = [
     pytest.mark.browser,

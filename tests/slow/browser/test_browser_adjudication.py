@@ -1,7 +1,7 @@
 """The adjudication pages in a real browser (Debian's chromium via Playwright), both stores:
 open cases listed, a case's evidence shown, a decision recorded behind sign-in and CSRF, a
 stale page refused, and the layout at 420 px and on a desktop. Screenshots go to
-``tests/web/artifacts/``."""
+``tests/system/web/artifacts/``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 import jobledger
 from jobledger.testing import run_until_idle
-from tests.web.conftest import BROWSER_MISSING, USERS, screenshot
-from tests.web.test_browser import assert_fits, dashboard, sign_in
+from tests.slow.browser.test_browser import assert_fits, dashboard, sign_in
+from tests.system.web.conftest import BROWSER_MISSING, USERS, screenshot
 
 pytestmark = [
     pytest.mark.browser,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from jobledger import Queue
-from tests.web.conftest import BROWSER_MISSING, screenshot
-from tests.web.test_browser import assert_fits, dashboard, sign_in
+from tests.slow.browser.test_browser import assert_fits, dashboard, sign_in
+from tests.system.web.conftest import BROWSER_MISSING, screenshot
 
 pytestmark = [
     pytest.mark.browser,

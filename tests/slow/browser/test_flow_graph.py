@@ -1,6 +1,6 @@
 """The flow graph on an occurrence's page (SPEC §10): server-rendered SVG with each node's
 state, the parents table of a blocked occurrence; drawn in Debian's chromium at 420 px and at
-desktop width (screenshots in ``tests/web/artifacts/``)."""
+desktop width (screenshots in ``tests/system/web/artifacts/``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import jobledger
 from jobledger.models import FlowEdge, FlowGraph, FlowNode
 from jobledger.testing import ManualHeartbeat
 from jobledger.web.flowgraph import MAX_PER_COLUMN, render_flow_svg
-from tests.web.conftest import BROWSER_MISSING, screenshot
-from tests.web.test_browser import assert_fits, dashboard, sign_in
+from tests.slow.browser.test_browser import assert_fits, dashboard, sign_in
+from tests.system.web.conftest import BROWSER_MISSING, screenshot
 
 
 def _id(n: int) -> str:

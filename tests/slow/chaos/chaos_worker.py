@@ -8,7 +8,7 @@ settings, ``summary`` (where the worker's summary goes when it stops gracefully)
 (written once the worker runs). Optional: ``schedules`` (declare the schedules, default true) and
 ``block_s`` (every ``work`` handler hangs this long: a worker stuck holding its claims) and
 ``clock_file`` (the worker's clock — for the app, its runtime and its store — is the system
-clock plus the offset the harness writes there: :mod:`tests.chaos.offset_clock`; the summary
+clock plus the offset the harness writes there: :mod:`tests.slow.chaos.offset_clock`; the summary
 then counts the clock steps the worker noticed and the leases it lost).
 
 Every handler records its side effects *outside the store*, in an append-only file, one JSON

@@ -3,12 +3,12 @@
 One run (:func:`run_chaos`), seeded so it can be repeated:
 
 1. A store (a SQLite file, or a database on a *private* PostgreSQL cluster — see
-   :mod:`tests.chaos.pgcluster` — so restarting the server never touches the shared one) gets a
+   :mod:`tests.slow.chaos.pgcluster` — so restarting the server never touches the shared one) gets a
    backlog: ``work`` occurrences that sleep 0–20 ms, ``flaky`` ones that fail their first attempt,
    ``doomed`` ones that always fail; every worker also declares two ``every=`` schedules.
-2. ``workers`` processes (:mod:`tests.chaos.chaos_worker`: ``App.run_worker`` with the planner on)
-   drain it. Over ``rounds`` rounds, at random instants, one worker is SIGKILLed and replaced;
-   more work is enqueued now and then; on PostgreSQL random backends are terminated
+2. ``workers`` processes (:mod:`tests.slow.chaos.chaos_worker`: ``App.run_worker`` with the
+   planner on) drain it. Over ``rounds`` rounds, at random instants, one worker is SIGKILLed and
+   replaced; more work is enqueued now and then; on PostgreSQL random backends are terminated
    (``pg_terminate_backend``, the pool's and the liveness sessions) and the server is restarted
    mid-drain (``pg_ctl restart``, alternately ``-m immediate`` — a crash and recovery — and
    ``-m fast``).
@@ -16,7 +16,7 @@ One run (:func:`run_chaos`), seeded so it can be repeated:
    one live worker has all its backends terminated (``pg_terminate_backend`` from a separate
    connection) every that many seconds — a flapping network or pooler — while the others keep
    working and reaping. None of those workers is gone, so nothing may be reaped or run again.
-   *Clock-step runs* (``clock_steps`` set; :mod:`tests.chaos.clocksteps`) kill nobody either:
+   *Clock-step runs* (``clock_steps`` set; :mod:`tests.slow.chaos.clocksteps`) kill nobody either:
    every worker's store clock is the system clock plus an offset the harness writes, and live
    workers' clocks are stepped 2 h forward and 1 h back, and back again, several times.
 3. The survivors are stopped gracefully, and fresh workers without a planner drain what is left

@@ -1,9 +1,9 @@
 """Run the kill harness from a shell: one command, one seed.
 
-    python -m tests.chaos.run --store sqlite --seed 7 --short
-    python -m tests.chaos.run --store both --seed 7 --long --json chaos-report.json
-    python -m tests.chaos.run --store postgres --cuts        # session cuts, 0.2-2 s cadences
-    python -m tests.chaos.run --store sqlite --clock         # clock steps, +2 h and -1 h
+    python -m tests.slow.chaos.run --store sqlite --seed 7 --short
+    python -m tests.slow.chaos.run --store both --seed 7 --long --json chaos-report.json
+    python -m tests.slow.chaos.run --store postgres --cuts        # session cuts, 0.2-2 s cadences
+    python -m tests.slow.chaos.run --store sqlite --clock         # clock steps, +2 h and -1 h
 
 Prints a summary per store (kills, restarts, re-runs, the kill-to-re-run times and every
 violation found) and exits 1 if any promise was broken. ``--keep`` leaves the work directory
@@ -22,7 +22,7 @@ from .harness import ChaosConfig, default_workdir, run_chaos
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.slow.chaos.run", description=__doc__)
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--seed", type=int, default=1)
     size = parser.add_mutually_exclusive_group()

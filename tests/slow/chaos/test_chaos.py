@@ -1,11 +1,12 @@
-"""The kill harness in its CI size: one seeded short run per store (``tests/chaos/harness.py``).
+"""The kill harness in its CI size: one seeded short run per store
+(``tests/slow/chaos/harness.py``).
 
-The long run is one command (``python -m tests.chaos.run --long``, or ``JOBLEDGER_CHAOS=long``
+The long run is one command (``python -m tests.slow.chaos.run --long``, or ``JOBLEDGER_CHAOS=long``
 here); ``JOBLEDGER_CHAOS_SEED`` picks another seed. Every run prints its report.
 
 The session-cut run (PostgreSQL) cuts a live worker's sessions at cadences of 0.2–2 s: the
 ``cuts`` preset here (about half a minute), ``cuts-long`` (3.5 minutes of cuts) with
-``JOBLEDGER_CHAOS=long`` or ``python -m tests.chaos.run --store postgres --cuts-long``.
+``JOBLEDGER_CHAOS=long`` or ``python -m tests.slow.chaos.run --store postgres --cuts-long``.
 
 The clock-step run steps live workers' store clocks 2 h forward and 1 h back, three cycles here
 (about 25 s on SQLite), 24 with ``JOBLEDGER_CHAOS=long`` (``--clock-long``).

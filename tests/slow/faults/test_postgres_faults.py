@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 import jobledger
-from tests.chaos.pgcluster import ClusterUnavailable, PrivateCluster, find_pg_bin
+from tests.slow.chaos.pgcluster import ClusterUnavailable, PrivateCluster, find_pg_bin
 
 WORKER = Path(__file__).parents[1] / "chaos" / "chaos_worker.py"
 AUTHORITY = {"principal": {"type": "user", "id": "faults"}}

@@ -1,6 +1,6 @@
 """A real worker process keeps running through storage faults and drains everything afterwards.
 
-The worker (``tests/chaos/chaos_worker.py``: ``App.run_worker``) drains a backlog while its
+The worker (``tests/slow/chaos/chaos_worker.py``: ``App.run_worker``) drains a backlog while its
 database's storage fails under it — fsync EIO, write EIO, ENOSPC and EROFS from the LD_PRELOAD
 shim, one after another, or a real full tmpfs. Claims fail and are tried again, settlements
 handed to the settler are kept and retried (their leases still renewed), and once the fault

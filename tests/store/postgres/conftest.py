@@ -11,16 +11,13 @@ from psycopg.rows import dict_row
 
 import jobledger
 from jobledger.store.postgres import PostgresStore
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 OpenStore = Callable[..., PostgresStore]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/postgres/" in str(item.fspath).replace("\\", "/"):
+        if "tests/store/postgres/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.postgres)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobledger.store.postgres.tx import QUERIES
-from tests.postgres.test_query_plan import (
+from tests.store.postgres.test_query_plan import (
     HELD,
     IN_FRONT,
     LARGE,

@@ -11,7 +11,7 @@ import pytest
 
 from jobledger.store.postgres.connection import WRITE_PLANNER_SETTINGS
 from jobledger.store.postgres.tx import QUERIES
-from tests.postgres.test_query_plan import (
+from tests.store.postgres.test_query_plan import (
     LARGE,
     NOW,
     RUNNING,
@@ -81,7 +81,7 @@ SETUPS = ["settled-history", "lower-priority", "another-kind"]
 @pytest.mark.parametrize("stats", STATS)
 @pytest.mark.parametrize("setup", SETUPS)
 def test_operator_reads_stay_on_their_index_and_flat(admin, wanted, setup, stats):
-    from tests.postgres.test_query_plan import IN_FRONT
+    from tests.store.postgres.test_query_plan import IN_FRONT
 
     job_id, columns = IN_FRONT[setup]
     read: dict[str, list[int]] = {name: [] for name in PROBES}
@@ -120,12 +120,12 @@ def test_operator_reads_stay_on_their_index_and_flat(admin, wanted, setup, stats
 
 
 def _scans_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    from tests.postgres.test_query_plan import _scans
+    from tests.store.postgres.test_query_plan import _scans
 
     return _scans(plan)
 
 
 def _scans_any(plan: dict[str, Any]) -> bool:
-    from tests.postgres.test_query_plan import _reads_occurrences
+    from tests.store.postgres.test_query_plan import _reads_occurrences
 
     return _reads_occurrences(plan)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.store import pg_support
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _closed_port() -> int:
@@ -136,7 +136,7 @@ def test_a_run_without_the_server_stops_with_one_line(tmp_path, workers):
             "-q",
             "-n",
             workers,
-            "tests/postgres/test_clock.py",
+            "tests/store/postgres/test_clock.py",
         ],
         cwd=ROOT,
         env={**os.environ, "JOBLEDGER_TEST_PG_ADMIN": closed},

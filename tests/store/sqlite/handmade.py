@@ -20,7 +20,7 @@ from jobledger import contract
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite.schema import MIGRATIONS, _statements, schema_fingerprint
 from jobledger.testing import FakeClock
-from tests.sqlite.support import APPLICATION_ID, V1_CHECKSUM, V1_FINGERPRINT, sidecars
+from tests.store.sqlite.support import APPLICATION_ID, V1_CHECKSUM, V1_FINGERPRINT, sidecars
 
 NOW = 1_767_225_600_000
 # 2100-01-01: due after any wall clock a test runs under. The v4 migration sorts live rows into

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from jobledger.store.sqlite.store import SQLiteStore
-from tests.sqlite.test_query_plan import (
+from tests.store.sqlite.test_query_plan import (
     HELD,
     LANES,
     PARAMS,

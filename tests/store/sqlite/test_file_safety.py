@@ -14,7 +14,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.testing import FakeClock
-from tests.sqlite.support import sha256_file
+from tests.store.sqlite.support import sha256_file
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobledger.store.sqlite.store import SQLiteStore
-from tests.sqlite.test_query_plan import NOW, WAITING, _explain, populated_store
+from tests.store.sqlite.test_query_plan import NOW, WAITING, _explain, populated_store
 
 __all__ = ["populated_store"]
 

@@ -25,8 +25,8 @@ from jobledger.store.migrations import LADDER, LATEST_VERSION
 from jobledger.store.sqlite import SQLiteStore
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import V1_JOB_COLUMNS, key_rows, tamper, v1_occurrences, v4_lanes
-from tests.sqlite.support import (
+from tests.store.sqlite.handmade import V1_JOB_COLUMNS, key_rows, tamper, v1_occurrences, v4_lanes
+from tests.store.sqlite.support import (
     APPLICATION_ID,
     FIXTURES,
     V1_CHECKSUM,

@@ -25,8 +25,8 @@ from jobledger.store.sqlite.schema import (
     schema_fingerprint,
 )
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import NOW, fresh_latest, listing, open_at, tamper
-from tests.sqlite.support import (
+from tests.store.sqlite.handmade import NOW, fresh_latest, listing, open_at, tamper
+from tests.store.sqlite.support import (
     APPLICATION_ID,
     V1_CHECKSUM,
     V1_FINGERPRINT,

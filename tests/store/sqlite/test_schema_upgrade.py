@@ -20,7 +20,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.migrations import LADDER, LATEST_VERSION
 from jobledger.store.sqlite.schema import MIGRATIONS, SQLiteSchema, schema_fingerprint
 from jobledger.testing import FakeClock
-from tests.sqlite.handmade import (
+from tests.store.sqlite.handmade import (
     APPLIED_AT,
     MAKERS,
     NOW,
@@ -35,7 +35,7 @@ from tests.sqlite.handmade import (
     v3_occurrences,
     v4_lanes,
 )
-from tests.sqlite.support import V1_CHECKSUM, pragma, read_only, sha256_file, table_rows
+from tests.store.sqlite.support import V1_CHECKSUM, pragma, read_only, sha256_file, table_rows
 
 LATEST = LATEST_VERSION
 V2_TABLES = ("events", "jobledger_requeues", "jobs", "migrations", "occurrences")

@@ -22,8 +22,8 @@ from tests.fixtures.v4_release import (
     assert_work_continues,
     load_manifest,
 )
-from tests.sqlite.handmade import listing, open_at
-from tests.sqlite.support import pragma, read_only, sha256_file
+from tests.store.sqlite.handmade import listing, open_at
+from tests.store.sqlite.support import pragma, read_only, sha256_file
 
 FIXTURE = V4_RELEASE / "v4.sqlite"
 

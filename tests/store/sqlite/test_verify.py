@@ -18,8 +18,8 @@ import pytest
 from jobledger.errors import MigrationRequired, SchedulerError
 from jobledger.store.sqlite import connection as sqlite_connection
 from jobledger.store.sqlite import schema as sqlite_schema
-from tests.sqlite.handmade import MAKERS, NOW, fresh_latest, listing, open_at, tamper
-from tests.sqlite.support import sha256_file, sidecars
+from tests.store.sqlite.handmade import MAKERS, NOW, fresh_latest, listing, open_at, tamper
+from tests.store.sqlite.support import sha256_file, sidecars
 
 CHECKS = ["integrity_check", "foreign_keys", "schema", "stored_authority"]
 

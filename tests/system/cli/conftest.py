@@ -19,9 +19,6 @@ import pytest
 
 import jobledger
 from jobledger.cli import main
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 
@@ -122,11 +119,6 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     return {"HOME": str(home), "XDG_DATA_HOME": str(tmp_path / "xdg"), "NO_COLOR": "1"}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

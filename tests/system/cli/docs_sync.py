@@ -8,10 +8,10 @@ docs/cli.md embeds every command's ``--help`` between markers::
     ```
     <!-- /help -->
 
-``tests/cli/test_docs.py`` fails (with a diff) when a block is stale, missing or names a command
-that does not exist. To regenerate the blocks after changing the parser::
+``tests/system/cli/test_docs.py`` fails (with a diff) when a block is stale, missing or names a
+command that does not exist. To regenerate the blocks after changing the parser::
 
-    .venv/bin/python -m tests.cli.docs_sync
+    .venv/bin/python -m tests.system.cli.docs_sync
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jobledger.cli import build_parser
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "cli.md"
 BLOCK = re.compile(
     r"<!-- help: (?P<command>[^>]+?) -->\n```text\n(?P<body>.*?)```\n<!-- /help -->", re.S
 )

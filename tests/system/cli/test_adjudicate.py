@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import jobledger
-from tests.cli.conftest import AUTHORITY, TtyInput
+from tests.system.cli.conftest import AUTHORITY, TtyInput
 
 UNKNOWN = {"code": "SCHEDULER_OUTCOME_UNKNOWN", "message": "the gateway timed out"}
 

@@ -22,8 +22,8 @@ import jobledger
 from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.postgres.connection import redact_url
 from jobledger.testing import FakeClock
-from tests.cli.conftest import AUTHORITY, Cli, TtyInput
-from tests.sqlite.handmade import listing, make_v2, tamper
+from tests.store.sqlite.handmade import listing, make_v2, tamper
+from tests.system.cli.conftest import AUTHORITY, Cli, TtyInput
 
 OLD = 1_700_000_000_000  # 2023-11-14: long ago, for prune
 
@@ -469,7 +469,7 @@ def test_prune_keeps_recent_and_filters_by_status(cli, db):
 # -- concurrent `db migrate`: each process reports what it did -----------------------------------
 
 FIXTURES = Path("/work/shared/fixtures/reference-v1")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # A plain application open racing the commands: prints what its open did to the schema.
 OPENER = """
 import json, sys

@@ -16,7 +16,7 @@ import pytest
 
 import jobledger
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOBLEDGER = Path(sys.executable).with_name("jobledger")
 DEADLINE_S = 14  # the heartbeat fires every 5 s and the one-off 3 s after start
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from jobledger.cli import web
-from tests.cli.docs_sync import DOC, command_helps, documented
+from tests.system.cli.docs_sync import DOC, command_helps, documented
 
 
 def test_every_command_is_documented_with_its_current_help():
@@ -20,7 +20,7 @@ def test_every_command_is_documented_with_its_current_help():
     missing = [command for command in helps if command not in docs]
     assert not missing, (
         f"docs/cli.md has no help block for {missing}; add `<!-- help: COMMAND -->` blocks and "
-        "run `.venv/bin/python -m tests.cli.docs_sync`"
+        "run `.venv/bin/python -m tests.system.cli.docs_sync`"
     )
     stale = []
     for command, text in helps.items():
@@ -36,7 +36,8 @@ def test_every_command_is_documented_with_its_current_help():
                 )
             )
     assert not stale, (
-        "docs/cli.md is out of date; regenerate with `.venv/bin/python -m tests.cli.docs_sync`"
+        "docs/cli.md is out of date; regenerate with "
+        "`.venv/bin/python -m tests.system.cli.docs_sync`"
         "\n\n" + "\n".join(stale)
     )
 

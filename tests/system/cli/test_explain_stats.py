@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobledger.planning.explain import explain
-from tests.cli.conftest import AUTHORITY, make_dead_letter
+from tests.system.cli.conftest import AUTHORITY, make_dead_letter
 
 
 def test_explain_a_cron_schedule_with_dst_notes(cli):

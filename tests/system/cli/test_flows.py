@@ -4,7 +4,7 @@ occurrence lists its parents and their states."""
 from __future__ import annotations
 
 from jobledger import EnqueueRequest
-from tests.cli.conftest import AUTHORITY
+from tests.system.cli.conftest import AUTHORITY
 
 
 def _blocked_child(cli):

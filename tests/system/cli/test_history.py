@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.conftest import AUTHORITY
+from tests.system.cli.conftest import AUTHORITY
 
 
 def _setup(cli, jobs=("a", "b")):

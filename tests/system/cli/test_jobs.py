@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobledger
-from tests.cli.conftest import AUTHORITY, TtyInput
+from tests.system.cli.conftest import AUTHORITY, TtyInput
 
 JOB_KEYS = {
     "id",

@@ -15,9 +15,9 @@ import jobledger.cli.jobs as jobs_module
 from jobledger import errors
 from jobledger.cli import main
 from jobledger.cli.errors import exit_code_for
-from tests.cli.conftest import AUTHORITY, Cli
+from tests.system.cli.conftest import AUTHORITY, Cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

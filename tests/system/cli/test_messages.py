@@ -9,9 +9,9 @@ import pytest
 
 from jobledger.cli import web
 from jobledger.store.migrations import LATEST_VERSION
-from tests.cli.conftest import AUTHORITY, Cli
-from tests.cli.docs_sync import command_helps
-from tests.sqlite.handmade import make_v2
+from tests.store.sqlite.handmade import make_v2
+from tests.system.cli.conftest import AUTHORITY, Cli
+from tests.system.cli.docs_sync import command_helps
 
 API_WORDS = ("migrate=True", "read_only=True", "login_link", "253370764799999", "identifier")
 
@@ -128,7 +128,7 @@ def test_every_list_documents_its_range():
 
 
 def test_a_full_dead_letter_page_says_where_the_rest_are(cli):
-    from tests.cli.conftest import make_dead_letter
+    from tests.system.cli.conftest import make_dead_letter
 
     with cli.open() as store:
         store.create_job(id="d", kind="k", authority=AUTHORITY, max_attempts=1)

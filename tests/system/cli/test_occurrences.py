@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import jobledger
 from jobledger.cli import main
-from tests.cli.conftest import AUTHORITY, TtyInput, make_dead_letter
+from tests.system.cli.conftest import AUTHORITY, TtyInput, make_dead_letter
 
 OCCURRENCE_KEYS = {
     "id",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import jobledger
-from tests.cli.conftest import AUTHORITY
+from tests.system.cli.conftest import AUTHORITY
 
 
 def _backlog(cli, queue="mail", count=3, partition=None):

@@ -17,8 +17,8 @@ from jobledger.cli import build_parser
 from jobledger.cli.timefmt import iso_utc
 from jobledger.cli.worker import OPTION_FLAGS, options_from_args, same_target
 from jobledger.store.migrations import LATEST_VERSION
-from tests.cli.conftest import AUTHORITY, Cli
-from tests.sqlite.handmade import listing, make_v2
+from tests.store.sqlite.handmade import listing, make_v2
+from tests.system.cli.conftest import AUTHORITY, Cli
 
 # Values the generic rule below would get wrong (bounds that depend on other fields).
 SPECIAL = {
@@ -300,7 +300,7 @@ def test_worker_kinds_limit_what_is_drained(sqlite_cli, tmp_path, app_module):
 
 
 def test_examples_worker_app_is_importable(sqlite_cli, monkeypatch):
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("JOBLEDGER_DB", sqlite_cli.target)
     result = sqlite_cli(
         "worker", "examples.worker_app:app", "--app-dir", str(root), "--until-idle", db=None

@@ -12,8 +12,8 @@ from jobledger import Queue, Rate
 from jobledger.errors import InvalidArgument
 from jobledger.metrics import StoreCollector
 from jobledger.testing import DEFAULT_START_MS, FakeClock
-from tests.metrics.test_prometheus import AUTHORITY, store_scrape, value
 from tests.store.pg_support import postgres_database_url, postgres_template
+from tests.system.metrics.test_prometheus import AUTHORITY, store_scrape, value
 
 __all__ = ["postgres_database_url", "postgres_template"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +18,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 
 @pytest.fixture
@@ -35,18 +31,6 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider
     provider.shutdown()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def any_target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if backend == "sqlite":
-        return str(tmp_path / "db" / "jobledger.sqlite3")
-    return str(request.getfixturevalue("postgres_database_url"))
 
 
 AppFactory = Callable[..., jobledger.App]

@@ -20,7 +20,7 @@ from jobledger.engine.drain import Drain
 
 from .conftest import spans_named
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 ENQUEUE_UNDER_A_REQUEST = textwrap.dedent(
     """

@@ -14,7 +14,7 @@ import jobledger
 from jobledger.testing import FakeClock, run_until_idle
 
 WAIT = timedelta(seconds=60)  # a bound on a wait that ends as soon as the settle commits
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _job(app: jobledger.App, calls: list[object], *, max_attempts: int = 1) -> None:

@@ -9,14 +9,11 @@ import pytest
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "sqlite":
         return str(tmp_path / "db" / "security.sqlite3")
     return str(request.getfixturevalue("postgres_database_url"))
 

@@ -13,10 +13,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-from tests.transactions.drivers import ASYNC, POSTGRES, SQLITE, Driver
-
-__all__ = ["postgres_database_url", "postgres_template"]
+from tests.system.transactions.drivers import ASYNC, POSTGRES, SQLITE, Driver
 
 
 def _target(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:

@@ -7,7 +7,7 @@ import sys
 import threading
 
 import jobledger
-from tests.transactions.drivers import SQLITE, Driver
+from tests.system.transactions.drivers import SQLITE, Driver
 
 
 def main() -> None:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import jobledger
-from tests.transactions.drivers import Driver, outside_transaction
+from tests.system.transactions.drivers import Driver, outside_transaction
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _events(app: jobledger.App, occurrence_id: str) -> list[str]:
@@ -206,7 +206,7 @@ def test_connections_outside_a_transaction_are_refused_and_nothing_is_written(
 
 def test_a_process_killed_before_its_commit_leaves_nothing(driver: Driver) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.transactions.kill_child", driver.name, driver.target],
+        [sys.executable, "-m", "tests.system.transactions.kill_child", driver.name, driver.target],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},

@@ -8,8 +8,8 @@ import io
 import pytest
 
 import jobledger
-from tests.transactions import django_app
-from tests.transactions.drivers import use_database
+from tests.system.transactions import django_app
+from tests.system.transactions.drivers import use_database
 
 pytestmark = pytest.mark.postgres
 
@@ -40,7 +40,7 @@ def test_the_store_comes_from_the_default_database_and_the_worker_command_runs_i
         done: list[object] = []
         worker_app.handler("send_confirmation")(lambda ctx: done.append(ctx.payload))
         django_app.app = worker_app
-        settings.JOBLEDGER = {"APP": "tests.transactions.django_app:app"}
+        settings.JOBLEDGER = {"APP": "tests.system.transactions.django_app:app"}
         assert contrib.get_app() is worker_app
         out = io.StringIO()
         call_command("jobledger_worker", "--until-idle", stdout=out)
@@ -65,7 +65,7 @@ def test_bad_settings_are_refused(postgres_database_url: str) -> None:
     settings.JOBLEDGER = {"STORE": "x", "WHAT": 1}
     with pytest.raises(jobledger.InvalidArgument):
         contrib.get_app()
-    settings.JOBLEDGER = {"APP": "tests.transactions.django_app:nothing"}
+    settings.JOBLEDGER = {"APP": "tests.system.transactions.django_app:nothing"}
     with pytest.raises(jobledger.InvalidArgument):
         contrib.get_app()
     settings.JOBLEDGER = {}

@@ -13,7 +13,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import run_until_idle
-from tests.transactions.drivers import Caller, Driver, outside_transaction
+from tests.system.transactions.drivers import Caller, Driver, outside_transaction
 
 
 def _events(app: jobledger.App, occurrence_id: str) -> list[str]:

@@ -18,7 +18,7 @@ from tests.store.pg_support import (
     fresh_database_url,
     new_database_name,
 )
-from tests.transactions.drivers import Driver
+from tests.system.transactions.drivers import Driver
 
 pytestmark = pytest.mark.postgres
 

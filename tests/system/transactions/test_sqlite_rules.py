@@ -10,7 +10,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import FakeClock
-from tests.transactions.drivers import Driver
+from tests.system.transactions.drivers import Driver
 
 
 def test_app_connect_gives_a_connection_configured_as_the_stores(sqlite_driver: Driver) -> None:

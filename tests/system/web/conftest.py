@@ -23,10 +23,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import DEFAULT_START_MS, FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-from tests.web.seed import Seeded, make_app, seed
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
+from tests.system.web.seed import Seeded, make_app, seed
 
 CHROMIUM = os.environ.get("JOBLEDGER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,7 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).parent / "artifacts"
-DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+DOC_IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
 TOKEN = "test-token-0123456789abcdef"
 USERS = {"alice": "correct horse battery staple"}
 
@@ -61,11 +58,6 @@ BROWSER_MISSING = _browser_missing()
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(DEFAULT_START_MS)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture
@@ -208,7 +200,7 @@ def browser_page(playwright_instance: Any) -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str, *, doc: bool = False) -> Path:
-    """Save the whole page as ``tests/web/artifacts/<name>.png``. With ``doc`` and
+    """Save the whole page as ``tests/system/web/artifacts/<name>.png``. With ``doc`` and
     ``JOBLEDGER_UPDATE_DOC_IMAGES=1`` (SQLite runs only), also save its top 1,100 pixels as
     ``docs/images/web-<page>.png`` for ``docs/web.md`` (smaller files)."""
     ARTIFACTS.mkdir(exist_ok=True)

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from jobledger.web import WebSettings, create_app
-from tests.web.conftest import TOKEN, USERS
+from tests.system.web.conftest import TOKEN, USERS
 
 HTML = {"accept": "text/html"}
 JSON = {"accept": "application/json"}

@@ -7,7 +7,7 @@ import pytest
 
 import jobledger
 from jobledger.testing import run_until_idle
-from tests.web.helpers import BEARER, JSON, client_for
+from tests.system.web.helpers import BEARER, JSON, client_for
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 from jobledger.testing import FakeClock
 from jobledger.web import WebSettings, create_app
 from jobledger.web.security import SESSION_COOKIE
-from tests.web.conftest import TOKEN, USERS
-from tests.web.helpers import (
+from tests.system.web.conftest import TOKEN, USERS
+from tests.system.web.helpers import (
     BEARER,
     HTML,
     JSON,

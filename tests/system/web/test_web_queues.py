@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobledger import Queue
-from tests.web.helpers import BEARER, JSON, client_for, csrf_of, sign_in
+from tests.system.web.helpers import BEARER, JSON, client_for, csrf_of, sign_in
 
 
 @pytest.fixture

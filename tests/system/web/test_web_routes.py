@@ -15,8 +15,8 @@ import jobledger
 from jobledger.errors import InvalidArgument, StoreNotFound
 from jobledger.planning.explain import explain
 from jobledger.web import WebSettings, create_app
-from tests.web.conftest import TOKEN, USERS
-from tests.web.helpers import BEARER, HTML, JSON, cell, client_for, csrf_of
+from tests.system.web.conftest import TOKEN, USERS
+from tests.system.web.helpers import BEARER, HTML, JSON, cell, client_for, csrf_of
 
 
 @pytest.fixture

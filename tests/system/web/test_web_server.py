@@ -19,7 +19,7 @@ from jobledger.errors import InvalidArgument
 from jobledger.web import WebSettings, serve
 from jobledger.web.cli import add_arguments, options_from
 from jobledger.web.server import is_loopback
-from tests.web.conftest import TOKEN
+from tests.system.web.conftest import TOKEN
 
 
 @pytest.fixture

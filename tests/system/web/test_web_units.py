@@ -254,7 +254,7 @@ def test_the_overview_of_two_thousand_kinds_stays_one_small_page(tmp_path):
 
     import jobledger
     from jobledger.web import views
-    from tests.web.helpers import BEARER, client_for
+    from tests.system.web.helpers import BEARER, client_for
 
     authority = {"principal": {"type": "user", "id": "web"}}
     with jobledger.open_store(tmp_path / "db" / "kinds.sqlite3", clock=FakeClock(NOW)) as store:

@@ -19,9 +19,6 @@ import pytest
 import jobledger
 from jobledger.engine.heartbeat import ManualHeartbeat
 from jobledger.testing import FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 LEASE_MS = 10_000
@@ -36,19 +33,6 @@ def store_path(tmp_path: Path) -> Path:
 def store(store_path: Path, clock: FakeClock) -> Iterator[jobledger.Store]:
     with jobledger.open_store(store_path, clock=clock) as opened:
         yield opened
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def any_target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """What ``open_store`` / ``App`` take for this backend: a file path or a fresh database URL."""
-    if backend == "sqlite":
-        return str(tmp_path / "db" / "jobledger.sqlite3")
-    return str(request.getfixturevalue("postgres_database_url"))
 
 
 @pytest.fixture
