@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from ..errors import Conflict, RevisionConflict
 from ..models import Job
-from .base import Store
+from ..store.base import Store
 
 __all__ = ["ensure_job"]
 
