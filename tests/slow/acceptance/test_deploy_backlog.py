@@ -20,9 +20,6 @@ from pathlib import Path
 import pytest
 
 import jobledger
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.xdist_group("acceptance")]
 
@@ -54,9 +51,9 @@ APP_MODULE = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "sqlite":
         return str(tmp_path / "db" / "jobledger.sqlite3")
     return str(request.getfixturevalue("postgres_database_url"))
 

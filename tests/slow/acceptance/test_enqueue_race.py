@@ -17,18 +17,15 @@ import pytest
 
 import jobledger
 from tests.slow.acceptance import enqueue_race_process as proc
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 SCRIPT = Path(proc.__file__)
 PROCESSES = 4
 KEYS = 50
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request, tmp_path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend, tmp_path, request) -> str:
+    if backend == "sqlite":
         path = tmp_path / "db" / "jobledger.sqlite3"
         jobledger.open_store(str(path)).close()
         return str(path)

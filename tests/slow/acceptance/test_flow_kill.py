@@ -30,9 +30,6 @@ import pytest
 
 import jobledger
 from jobledger import EnqueueRequest
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used by the postgres param
 
 WORKER = Path(__file__).with_name("flow_kill_worker.py")
 AUTHORITY = {"principal": {"type": "user", "id": "acceptance"}}
@@ -53,9 +50,9 @@ SHORT = Size(good=6, doomed=2, run=2, leaves=40, kills=10)
 LONG = Size(good=30, doomed=6, run=6, leaves=200, kills=60, workers=4)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "sqlite":
         return str(tmp_path / "store" / "flows.sqlite3")
     return str(request.getfixturevalue("postgres_database_url"))
 

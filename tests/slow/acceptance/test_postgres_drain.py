@@ -20,13 +20,10 @@ import pytest
 
 import jobledger
 from tests.slow.acceptance.pg_enqueue import enqueue_many
-from tests.store.pg_support import postgres_database_url, postgres_template
 
 WORKER = Path(__file__).with_name("pg_drain_worker.py")
 PROCESSES = 4
 OCCURRENCES = 10_000
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
 
 pytestmark = [
     pytest.mark.acceptance,

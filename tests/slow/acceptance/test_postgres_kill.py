@@ -20,9 +20,6 @@ import psycopg
 import pytest
 
 from tests.slow.acceptance.pg_enqueue import enqueue_many
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
 
 WORKER = Path(__file__).with_name("pg_kill_worker.py")
 OCCURRENCES = 10_000

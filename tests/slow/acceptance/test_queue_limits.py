@@ -41,18 +41,15 @@ import pytest
 import jobledger
 from jobledger.testing import FakeClock
 from tests.slow.acceptance import queue_limits_process as proc
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 SCRIPT = Path(proc.__file__)
 AUTHORITY = {"principal": {"type": "user", "id": "acceptance"}}
 PARTITIONS = ["p0", "p1", "p2", None]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request, tmp_path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend, tmp_path, request) -> str:
+    if backend == "sqlite":
         path = tmp_path / "db" / "jobledger.sqlite3"
         jobledger.open_store(str(path)).close()
         return str(path)

@@ -34,9 +34,6 @@ from typing import Any
 import pytest
 
 import jobledger
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]  # fixtures used below
 
 WORKER = Path(__file__).with_name("chaos_worker.py")
 OCCURRENCES = 150
@@ -99,9 +96,6 @@ def _forget_owner(target: str, owner: str) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", ["reaped", "unknown_owner"])
-@pytest.mark.parametrize(
-    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 def test_a_crash_with_prefetched_claims_loses_nothing(backend, mode, tmp_path, request):
     if backend == "sqlite":
         target = str(tmp_path / "db" / "prefetch.sqlite3")

@@ -25,11 +25,9 @@ from hypothesis import strategies as st
 import jobledger
 from jobledger.models import SchedulePlan, SlotFiring
 from jobledger.schedules import Every, MisfirePolicy, schedule_json
-from tests.store.pg_support import fresh_database_url, postgres_template
+from tests.store.pg_support import fresh_database_url
 
 from .support import anything, budget, call_coded, json_values, snapshot, text
-
-__all__ = ["postgres_template"]  # a fixture used below
 
 READS = {
     "get_job",

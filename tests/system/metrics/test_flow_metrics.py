@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from jobledger import EnqueueRequest, open_store
 from jobledger.testing import DEFAULT_START_MS, FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
 from tests.system.metrics.test_prometheus import store_scrape, target, value
 
-# fixtures: target (parametrized over both stores) and what its postgres param uses
-__all__ = ["postgres_database_url", "postgres_template", "target"]
+# fixture: target (over both stores, through ``backend``)
+__all__ = ["target"]
 
 AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 

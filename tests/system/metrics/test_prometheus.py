@@ -23,18 +23,15 @@ from jobledger.metrics import PrometheusObserver, StoreCollector, serve_metrics
 from jobledger.planning.planner import Planner
 from jobledger.testing import DEFAULT_START_MS, FakeClock
 from jobledger.web import WebSettings, create_app
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 LEASE = timedelta(seconds=5)
 TOKEN = "metrics-test-token-0123456789"
 OK, BAD = 5, 2
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend, tmp_path: Path, request) -> str:
+    if backend == "sqlite":
         return str(tmp_path / "metrics.sqlite3")
     return str(request.getfixturevalue("postgres_database_url"))
 

@@ -12,17 +12,14 @@ from jobledger import Queue, Rate
 from jobledger.errors import InvalidArgument
 from jobledger.metrics import StoreCollector
 from jobledger.testing import DEFAULT_START_MS, FakeClock
-from tests.store.pg_support import postgres_database_url, postgres_template
 from tests.system.metrics.test_prometheus import AUTHORITY, store_scrape, value
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 MINUTE = 60_000
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request, tmp_path):
-    if request.param == "sqlite":
+@pytest.fixture
+def target(backend, tmp_path, request):
+    if backend == "sqlite":
         return str(tmp_path / "queues.sqlite3")
     return str(request.getfixturevalue("postgres_database_url"))
 

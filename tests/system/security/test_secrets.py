@@ -23,9 +23,6 @@ import pytest
 import jobledger
 from jobledger.cli import main
 from jobledger.logs import JsonFormatter
-from tests.store.pg_support import postgres_database_url, postgres_template
-
-__all__ = ["postgres_database_url", "postgres_template"]
 
 SECRET = "S3cr3t-pw-7f3a"
 MARKER = "PAYLOAD-MARKER-91c2"
