@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from jobledger.testing import FakeClock
 from tests.store.pg_support import postgres_database_url, postgres_template
@@ -39,6 +40,12 @@ AUTHORITY = {"principal": {"type": "user", "id": "tester"}}
 # longest of them (the long chaos and flow-kill runs) set their own 900 s.
 TIER_TIMEOUTS = {"unit": 30, "store": 120, "system": 120, "slow": 600}
 TESTS = Path(__file__).parent
+
+# Hypothesis's per-example deadline (200 ms) only measures how busy the machine is (a backoff
+# property failed at 265 ms in the fast tier while five other suites ran); a slow or hung test is
+# caught by its tier's timeout instead. A test may still set its own deadline.
+settings.register_profile("jobledger", deadline=None)
+settings.load_profile("jobledger")
 
 
 @pytest.fixture
