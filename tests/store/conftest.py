@@ -1,4 +1,5 @@
-"""The conformance fixture: every test in tests/store/ runs once per store backend.
+"""The conformance fixture: every test in tests/store/ that uses it runs once per store backend
+(``backend`` and ``any_target`` come from ``tests/conftest.py``).
 
 ``store_factory()`` opens a new handle on the *same* database (so tests can race two handles);
 ``store`` is the first handle. SQLite gets a fresh file per test; PostgreSQL gets a fresh

@@ -1,9 +1,9 @@
 """Fixtures for runtime, worker and app tests: a temp-file SQLite store on a FakeClock.
 
 ``store`` is SQLite only (most runtime tests are about the runtime, not the backend).
-``any_store`` / ``any_target`` run a test once per backend — SQLite and PostgreSQL, a fresh
-database cloned from a migrated template — as ``tests/store/conftest.py`` does, for App and
-worker behaviour that goes through the store and could differ between backends.
+``any_store`` (and ``any_target``, from ``tests/conftest.py``) run a test once per backend —
+SQLite and PostgreSQL, a fresh database cloned from a migrated template — for App and worker
+behaviour that goes through the store and could differ between backends.
 """
 
 from __future__ import annotations
