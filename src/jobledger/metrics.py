@@ -78,10 +78,9 @@ from .durations import ms_from_timedelta
 from .engine.housekeeping import CLOCK_STEP_THRESHOLD
 from .engine.observe import Observer
 from .errors import InvalidArgument, SchedulerError
-from .models import COUNT_CAP, DEPTH_CAP, WORKER_STALE_AFTER, Occurrence
+from .models import COUNT_CAP, DEPTH_CAP, MAX_CASES, WORKER_STALE_AFTER, Occurrence
 from .planning.queue_stats import QUEUE_FAMILIES, kind_series, queue_series
 from .store.base import Store
-from .store.operations.adjudication import MAX_CASES
 from .version import __version__
 
 if TYPE_CHECKING:

@@ -33,8 +33,7 @@ from .contract import normalize_epoch_ms
 from .durations import epoch_ms_from
 from .engine.heartbeat import ManualHeartbeat
 from .errors import InvalidArgument
-from .store import open_store
-from .store.sqlite import SQLiteStore
+from .store import SQLiteStore, open_store
 
 if TYPE_CHECKING:
     from .app import App

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .. import contract
 from ..errors import NotFound
 from ..models import Event, Job, Occurrence
-from ..store.ensure import ensure_job
+from ..planning.ensure import ensure_job
 
 if TYPE_CHECKING:
     pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..models import Queue, Rate
-from ..store.operations.queues import normalize_declaration
+from ..models.queues import normalize_declaration
 
 if TYPE_CHECKING:
     pass

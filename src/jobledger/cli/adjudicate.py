@@ -13,8 +13,7 @@ import json
 from typing import Any
 
 from ..contract import NO_RESULT
-from ..models import AdjudicationCase
-from ..store.operations.adjudication import MAX_CASES
+from ..models import MAX_CASES, AdjudicationCase
 from .context import Context
 from .occurrences import OCCURRENCE_HELP, get_occurrence
 from .output import short_id

@@ -13,10 +13,8 @@ from typing import Any
 
 from ..contract import PRUNABLE_STATUSES
 from ..errors import MigrationRequired, SchedulerError, StoreNotFound
-from ..models import PruneReport, SchemaInfo
-from ..store import Store
-from ..store.migrations import LATEST_VERSION, SchemaOutcome
-from ..store.operations.admin import DEFAULT_PRUNE_BATCH, MAX_PRUNE_BATCH
+from ..models import DEFAULT_PRUNE_BATCH, MAX_PRUNE_BATCH, PruneReport, SchemaInfo
+from ..store import LATEST_VERSION, SchemaOutcome, Store
 from .context import Context, is_postgres
 from .errors import VERIFY_FAILED
 from .output import schema_json

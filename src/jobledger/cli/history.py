@@ -7,8 +7,7 @@ import argparse
 from datetime import timedelta
 from typing import Any, Final
 
-from ..models import Event
-from ..store.inputs import MAX_PAGE_LIMIT
+from ..models import MAX_PAGE_LIMIT, Event
 from .context import Context
 from .output import audit_json, event_json, event_row_line, events_table
 from .parsing import (

@@ -12,9 +12,8 @@ from typing import Any
 
 from .. import contract
 from ..errors import NotFound
-from ..models import COUNT_CAP, MAX_BACKFILL_SLOTS, UNSET, Job
+from ..models import COUNT_CAP, MAX_BACKFILL_SLOTS, MAX_PAGE_LIMIT, UNSET, Job
 from ..store import Store
-from ..store.inputs import MAX_PAGE_LIMIT
 from .context import Context
 from .output import describe_trigger, job_json, occurrence_json
 from .parsing import (

@@ -14,11 +14,10 @@ from typing import Any
 
 from ..contract import OCCURRENCE_STATUSES
 from ..errors import NotFound
-from ..models import Occurrence, ParentState
+from ..models import MAX_PAGE_LIMIT, Occurrence, ParentState
 from ..planning.explain import parent_lines
 from ..planning.waiting import WaitReason, why_waiting
 from ..store import Store
-from ..store.inputs import MAX_PAGE_LIMIT
 from .bulk import apply_each, resolve_targets
 from .context import Context
 from .output import event_json, events_table, occurrence_json, occurrences_table

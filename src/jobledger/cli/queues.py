@@ -16,9 +16,9 @@ from typing import Any
 from .. import contract
 from ..errors import InvalidArgument
 from ..models import DEPTH_CAP, Queue, QueueDepth, Rate
+from ..models.queues import normalize_declaration
 from ..planning.waiting import limit_words, queue_reasons
 from ..store import Store
-from ..store.operations.queues import normalize_declaration
 from .context import Context
 from .parsing import _typed, add_command, add_group
 from .table import Column, render_table

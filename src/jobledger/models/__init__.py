@@ -8,6 +8,7 @@
 
 from .adjudication import Adjudication, AdjudicationCase, AdjudicationDecision
 from .flows import FlowEdge, FlowGraph, FlowNode, ParentState
+from .limits import DEFAULT_PRUNE_BATCH, MAX_CASES, MAX_PAGE_LIMIT, MAX_PRUNE_BATCH
 from .plans import (
     DEFAULT_DUE_LIMIT,
     MAX_BACKFILL_SLOTS,
@@ -65,10 +66,14 @@ from .runs import Outcome, RunResult, RunStatus
 __all__ = [
     "COUNT_CAP",
     "DEFAULT_DUE_LIMIT",
+    "DEFAULT_PRUNE_BATCH",
     "DEPTH_CAP",
     "MAX_BACKFILL_SLOTS",
+    "MAX_CASES",
     "MAX_DUE_LIMIT",
+    "MAX_PAGE_LIMIT",
     "MAX_PLANS_PER_CALL",
+    "MAX_PRUNE_BATCH",
     "MAX_SLOTS_PER_CALL",
     "MIN_RATE_WINDOW",
     "QUEUE_LIMIT_KEYS",

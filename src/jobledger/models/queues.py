@@ -12,10 +12,18 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ..contract import DEFAULT_QUEUE, is_safe_int
+from ..contract import DEFAULT_QUEUE, is_safe_int, normalize_queue_name
 from ..errors import InvalidArgument
 
-__all__ = ["DEPTH_CAP", "MIN_RATE_WINDOW", "OccurrenceGate", "Queue", "QueueDepth", "Rate"]
+__all__ = [
+    "DEPTH_CAP",
+    "MIN_RATE_WINDOW",
+    "OccurrenceGate",
+    "Queue",
+    "QueueDepth",
+    "Rate",
+    "normalize_declaration",
+]
 
 MIN_RATE_WINDOW = timedelta(seconds=1)
 _ONE_MS = timedelta(milliseconds=1)
@@ -120,6 +128,44 @@ class Queue:
             "revision": self.revision,
             "sources": {QUEUE_LIMIT_KEYS[name]: source for name, source in self.sources.items()},
         }
+
+
+def _limit(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not is_safe_int(value) or value < 1:
+        raise InvalidArgument(
+            f"{field} must be None or an integer of at least 1", details={"field": field}
+        )
+    return value
+
+
+def _rate(value: object, field: str) -> Rate | None:
+    if value is None:
+        return None
+    if not isinstance(value, Rate):
+        raise InvalidArgument(f"{field} must be None or a jobledger.Rate", details={"field": field})
+    return value
+
+
+def normalize_declaration(
+    *,
+    name: object,
+    concurrency: object = None,
+    worker_concurrency: object = None,
+    partition_concurrency: object = None,
+    rate: object = None,
+    partition_rate: object = None,
+) -> Queue:
+    """A queue declaration, validated (``SCHEDULER_INVALID_ARGUMENT`` naming the field)."""
+    return Queue(
+        name=normalize_queue_name(name, "name"),
+        concurrency=_limit(concurrency, "concurrency"),
+        worker_concurrency=_limit(worker_concurrency, "worker_concurrency"),
+        partition_concurrency=_limit(partition_concurrency, "partition_concurrency"),
+        rate=_rate(rate, "rate"),
+        partition_rate=_rate(partition_rate, "partition_rate"),
+    )
 
 
 # The most rows a per-queue count reads before it stops and says "at least" (bounded reads).

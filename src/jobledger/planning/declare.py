@@ -27,7 +27,7 @@ from ..schedules.policy import (
 )
 from ..schedules.triggers import Cron, Every, Once, Trigger, schedule_json
 from ..store.base import Store
-from ..store.ensure import ensure_job
+from .ensure import ensure_job
 
 __all__ = ["SCHEDULE_DEFAULTS", "ScheduleOptions", "declare_schedule"]
 
@@ -217,7 +217,7 @@ def declare_schedule(
     Idempotent: when the stored job already has this kind, trigger (with its policy), payload,
     authority, ``enabled`` and ``max_attempts``, nothing is written and the stored job is
     returned (same revision). Otherwise the job is created, or updated with a compare-and-swap on
-    the revision just read (:func:`jobledger.store.ensure.ensure_job`). An update bumps the
+    the revision just read (:func:`jobledger.planning.ensure.ensure_job`). An update bumps the
     revision, so Cron and Every slots are planned from the update on.
     Bad arguments raise ``SCHEDULER_INVALID_ARGUMENT`` with ``details["field"]`` naming the
     argument, before the store is touched.

@@ -17,14 +17,13 @@ from typing import Any, Final
 
 from .. import contract
 from ..errors import InvalidArgument, NotFound, SchedulerError
-from ..models import Job, Occurrence, ParentState, ScheduleState, SkippedSlots
+from ..models import MAX_CASES, Job, Occurrence, ParentState, ScheduleState, SkippedSlots
 from ..schedules.describe import describe_interval
 from ..schedules.json_format import is_schedule_json
 from ..schedules.policy import MisfirePolicy
 from ..schedules.triggers import Cron, Once, Trigger, parse_schedule, schedule_json, trigger_key
 from ..schedules.zones import load_zone
 from ..store.base import Store
-from ..store.operations.adjudication import MAX_CASES
 from .planner import COUNT_CAP
 from .waiting import WaitReason, why_waiting
 

@@ -8,9 +8,10 @@ from typing import Any
 from ..clock import Clock
 from ..errors import InvalidArgument
 from .base import UNSET, Store
+from .migrations import LATEST_VERSION, SchemaOutcome
 from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SQLiteStore
 
-__all__ = ["UNSET", "SQLiteStore", "Store", "open_store"]
+__all__ = ["LATEST_VERSION", "UNSET", "SQLiteStore", "SchemaOutcome", "Store", "open_store"]
 
 _SQLITE_PREFIXES = ("sqlite:///", "sqlite://")
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")

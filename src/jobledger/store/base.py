@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..models import UNSET, Outcome, SchemaInfo, Unset
 from .owner_lock import NoOwnerLock, OwnerLockHandle
-from .seams.admin import AuditOperations, JobOperations, QueueOperations, ScheduleOperations
-from .seams.flows import FlowOperations
-from .seams.outcomes import OutcomeOperations
-from .seams.work import OccurrenceOperations
+from .seams.admin import AuditSeam, JobSeam, QueueSeam, ScheduleSeam
+from .seams.flows import FlowSeam
+from .seams.outcomes import OutcomeSeam
+from .seams.work import OccurrenceSeam
 
 if TYPE_CHECKING:
     from .tx import WorkSignal
@@ -40,13 +40,13 @@ __all__ = ["UNSET", "NoOwnerLock", "Outcome", "OwnerLockHandle", "Store", "Unset
 
 @runtime_checkable
 class Store(
-    JobOperations,
-    OccurrenceOperations,
-    AuditOperations,
-    QueueOperations,
-    ScheduleOperations,
-    FlowOperations,
-    OutcomeOperations,
+    JobSeam,
+    OccurrenceSeam,
+    AuditSeam,
+    QueueSeam,
+    ScheduleSeam,
+    FlowSeam,
+    OutcomeSeam,
     Protocol,
 ):
     """A durable home for jobs, occurrences and their audit events."""

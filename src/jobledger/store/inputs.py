@@ -15,7 +15,7 @@ from typing import Any
 from .. import contract
 from ..authority import normalize_authority
 from ..errors import InvalidArgument
-from ..models import UNSET, EnqueueRequest, Renewal, Settlement
+from ..models import MAX_PAGE_LIMIT, UNSET, EnqueueRequest, Renewal, Settlement
 
 __all__ = [
     "EnqueueInput",
@@ -39,7 +39,6 @@ __all__ = [
 ]
 
 MAX_REASON_LENGTH = 2000
-MAX_PAGE_LIMIT = 1000
 
 # Python keyword → the field name stored in JSON and events (the reference's camelCase).
 PATCH_FIELDS = {

@@ -17,8 +17,7 @@ from starlette.responses import Response
 
 from ..contract import normalize_identifier
 from ..errors import InvalidArgument, SchedulerError
-from ..models import AdjudicationCase
-from ..store.operations.adjudication import MAX_CASES
+from ..models import MAX_CASES, AdjudicationCase
 from .actions import _authorize, _done, _failure, _reason, _refused
 from .core import Dashboard, HTTPProblem, first
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from ... import contract
 from ...errors import AdjudicationConflict, InvalidArgument, NotFound
-from ...models import Adjudication, AdjudicationCase
+from ...models import MAX_CASES, Adjudication, AdjudicationCase
 from .. import common, rows
 from ..tx import Row, Tx
 from . import dependencies
@@ -51,7 +51,6 @@ __all__ = [
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 # Upstream's bounds: how many dead letters one listing scans, and the reason's size.
 MAX_CASE_SCAN = 1000
-MAX_CASES = 500
 MAX_REASON_BYTES = 4000
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from ... import contract
 from ...errors import InvalidArgument
 from ...models import (
+    DEFAULT_PRUNE_BATCH,
+    MAX_PRUNE_BATCH,
     AuditRecord,
     DueItem,
     LeaseHolder,
@@ -23,8 +25,6 @@ from .base import OperationsBase
 
 __all__ = ["AdminOperations"]
 
-DEFAULT_PRUNE_BATCH = 2_000
-MAX_PRUNE_BATCH = 5_000
 # Due waiting rows oldest_due reads (a claim promotes them in batches; more is a backlog the
 # lanes' ready rows already show).
 MAX_DUE_WAITING = 1_000

@@ -16,50 +16,13 @@ from typing import Any
 from ... import contract
 from ...errors import InvalidArgument
 from ...models import QUEUE_LIMIT_KEYS, Queue, Rate
+from ...models.queues import normalize_declaration
 from .. import inputs, rows
 from ..tx import Row, Tx
 from .admission import Gate, load_queues, queue_lock
 from .base import OperationsBase, required
 
-__all__ = ["QueueOperations", "normalize_declaration"]
-
-
-def _limit(value: object, field: str) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or not contract.is_safe_int(value) or value < 1:
-        raise InvalidArgument(
-            f"{field} must be None or an integer of at least 1", details={"field": field}
-        )
-    return value
-
-
-def _rate(value: object, field: str) -> Rate | None:
-    if value is None:
-        return None
-    if not isinstance(value, Rate):
-        raise InvalidArgument(f"{field} must be None or a jobledger.Rate", details={"field": field})
-    return value
-
-
-def normalize_declaration(
-    *,
-    name: object,
-    concurrency: object = None,
-    worker_concurrency: object = None,
-    partition_concurrency: object = None,
-    rate: object = None,
-    partition_rate: object = None,
-) -> Queue:
-    """A queue declaration, validated (``SCHEDULER_INVALID_ARGUMENT`` naming the field)."""
-    return Queue(
-        name=contract.normalize_queue_name(name, "name"),
-        concurrency=_limit(concurrency, "concurrency"),
-        worker_concurrency=_limit(worker_concurrency, "worker_concurrency"),
-        partition_concurrency=_limit(partition_concurrency, "partition_concurrency"),
-        rate=_rate(rate, "rate"),
-        partition_rate=_rate(partition_rate, "partition_rate"),
-    )
+__all__ = ["QueueOperations"]
 
 
 class QueueOperations(OperationsBase):

@@ -30,10 +30,10 @@ from ...models import (
     WorkerRecord,
 )
 
-__all__ = ["AuditOperations", "JobOperations", "QueueOperations", "ScheduleOperations"]
+__all__ = ["AuditSeam", "JobSeam", "QueueSeam", "ScheduleSeam"]
 
 
-class JobOperations(Protocol):
+class JobSeam(Protocol):
     """Jobs: declared work."""
 
     # -- jobs -----------------------------------------------------------------------------
@@ -130,7 +130,7 @@ class JobOperations(Protocol):
         ...
 
 
-class AuditOperations(Protocol):
+class AuditSeam(Protocol):
     """The audit trail and operators' views: statistics, workers, retention."""
 
     # -- reading the audit trail ----------------------------------------------------------
@@ -227,7 +227,7 @@ class AuditOperations(Protocol):
         ...
 
 
-class QueueOperations(Protocol):
+class QueueSeam(Protocol):
     """Queue declarations and pauses (SPEC §7)."""
 
     # -- queues (SPEC §7) ---------------------------------------------------------------------
@@ -288,7 +288,7 @@ class QueueOperations(Protocol):
         ...
 
 
-class ScheduleOperations(Protocol):
+class ScheduleSeam(Protocol):
     """The planner's operations (store/operations/schedules.py)."""
 
     # -- schedules (the planner's operations; store/operations/schedules.py) ---------------

@@ -21,10 +21,10 @@ from typing import Protocol
 
 from ...models import EnqueueRequest, FlowGraph, Occurrence, ParentState
 
-__all__ = ["FlowOperations"]
+__all__ = ["FlowSeam"]
 
 
-class FlowOperations(Protocol):
+class FlowSeam(Protocol):
     """Graphs of occurrences: written whole, read back with their states."""
 
     def enqueue_flow(

@@ -10,10 +10,10 @@ from ...contract import NO_RESULT
 from ...models import AdjudicationCase, Occurrence
 from ..settle_signal import SettleSignal
 
-__all__ = ["OutcomeOperations"]
+__all__ = ["OutcomeSeam"]
 
 
-class OutcomeOperations(Protocol):
+class OutcomeSeam(Protocol):
     """Results and outcome-unknown adjudication."""
 
     @property

@@ -19,10 +19,10 @@ from ...models import (
 )
 from ..owner_lock import OwnerLockHandle
 
-__all__ = ["OccurrenceOperations"]
+__all__ = ["OccurrenceSeam"]
 
 
-class OccurrenceOperations(Protocol):
+class OccurrenceSeam(Protocol):
     """Occurrences and their leases."""
 
     # -- occurrences ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ connections hold no temp object, and keep the plain text whose query plans the p
 pin). It works on SQL tokens (string literals, quoted identifiers and comments are left alone)
 and leaves untouched a name that is qualified already, a column reference ``occurrences.id``
 and a common table expression's own name.
-``tests/sqlite/test_qualified_queries.py`` prepares every query on a connection whose ``temp``
+``tests/store/sqlite/test_qualified_queries.py`` prepares every query on a connection whose ``temp``
 holds a table named like each of jobledger's and fails on any read or write that reaches
 ``temp``, so a query added unqualified in a way this misses is caught.
 
