@@ -19,6 +19,7 @@ from a migrated template, see ``store/pg_support.py``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,11 @@ def _outside_every_tier(request: pytest.FixtureRequest) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # An explicit --timeout (e.g. --timeout 0 for JOBLEDGER_FUZZ=long) replaces the tier bounds.
     tier_timeouts = config.getoption("timeout", None) is None
+    # Long acceptance runs (minutes each) are opt-in: CI runs their short versions.
+    long_runs = os.environ.get("JOBLEDGER_LONG") == "1"
     for item in items:
+        if not long_runs and item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.skip(reason="long run: set JOBLEDGER_LONG=1"))
         tier = tier_of(Path(item.path))
         if tier is None:
             item.fixturenames.insert(0, "_outside_every_tier")

@@ -11,7 +11,7 @@ join was unblocked once and succeeded once, after all its parents were terminal 
 side-effect file records what each run read); the cancelled ones are exactly the doomed flows'
 descendants; the store verifies.
 
-The short run is part of the default suite; the long one is an ``acceptance`` run.
+The short run is part of the default suite; the long one is ``long`` (``JOBLEDGER_LONG=1``).
 """
 
 from __future__ import annotations
@@ -235,6 +235,7 @@ def test_killed_workers_leave_every_join_run_once(target, tmp_path):
 
 
 @pytest.mark.acceptance
+@pytest.mark.long
 @pytest.mark.xdist_group("acceptance")
 @pytest.mark.timeout(900)
 def test_killed_workers_leave_every_join_run_once_long(target, tmp_path):

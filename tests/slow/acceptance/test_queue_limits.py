@@ -20,7 +20,8 @@ of them to be claimed saw the others running when its claim committed, somewhere
 earliest of their ``claiming`` lines and that point; the limit then was the one declared last
 before that window, or one whose declaration was under way in it.
 
-The short run (default) takes a few seconds per store; the long one is marked ``acceptance``.
+The short run (default) takes a few seconds per store; the long one is ``long``
+(``JOBLEDGER_LONG=1``).
 """
 
 from __future__ import annotations
@@ -259,6 +260,7 @@ def test_queue_limits_hold_across_processes(target, tmp_path):
 
 
 @pytest.mark.acceptance
+@pytest.mark.long
 @pytest.mark.parametrize("seed", [11, 23, 42])
 def test_queue_limits_hold_across_processes_long(target, tmp_path, seed):
     # Under the whole suite's load this PostgreSQL run once saw 2 running in a partition
