@@ -141,8 +141,10 @@ def test_a_sigkilled_workers_leases_are_ended_at_once_and_reclaimed(
             "FROM jobledger.events WHERE event_type = 'occurrence_reclaimed'"
         ).fetchall()
         reclaimed = {row[0]: row for row in reclaims}
-        started = [occurrence_id for occurrence_id in orphaned if occurrence_id not in unstarted]
-        assert set(started) <= set(reclaimed)
+        # A started one is taken over either straight from its dead lease (occurrence_reclaimed)
+        # or, when the sweep that saw the victim gone ended the lease before a claim had room for
+        # it, by an ordinary claim of the retry: either way on a later attempt, by a survivor
+        # (checked per occurrence below).
         # Taken over because the victim was seen gone, not because the 30 s leases expired.
         reaped = conn.execute(
             "SELECT occurrence_id, occurred_at FROM jobledger.events "

@@ -76,7 +76,8 @@ def read_evidence(harness: Harness) -> Evidence:
         for row in rows(
             target,
             "SELECT occurrence_id, job_id, kind, trigger_key, scheduled_for, status, attempt, "
-            "max_attempts, fence, lease_owner, last_error_json, result_json FROM occurrences",
+            "max_attempts, fence, lease_owner, last_error_json, result_json, started_at "
+            "FROM occurrences",
         )
     }
     events: dict[str | None, list[dict[str, Any]]] = defaultdict(list)

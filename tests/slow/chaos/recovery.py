@@ -152,6 +152,13 @@ def check(harness: Harness, evidence: Evidence) -> tuple[list[str], dict[str, An
                 f"{occurrence['occurrence_id']} ({occurrence['kind']}) ended {occurrence['status']}"
             )
     lost = [o for kind in ("once", "charge") for o in dead[kind] if _code(o) != "doomed"]
+    # A claim whose handler starts at once is marked started by the claim itself (no
+    # occurrence_started event): the dead letter's own started_at, which dead-lettering leaves
+    # as it was, is that mark.
+    for occurrence in lost:
+        if occurrence.get("started_at") is not None:
+            key = (occurrence["occurrence_id"], occurrence["fence"])
+            marked.setdefault(key, int(occurrence["started_at"]))
     never_started = [o for o in lost if (o["occurrence_id"], o["fence"]) not in marked]
     for occurrence in never_started:
         problems.append(

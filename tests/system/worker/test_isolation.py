@@ -275,7 +275,7 @@ def test_a_child_never_outlives_its_worker(tmp_path):
     import signal
     import subprocess
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path)], env=env, cwd=root)
     try:
