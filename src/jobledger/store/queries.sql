@@ -782,6 +782,11 @@ SELECT * FROM jobledger_queues WHERE name = :name
 -- name: list_queues
 SELECT * FROM jobledger_queues ORDER BY name
 
+-- name: concurrency_limited_queues
+-- The queues whose running occurrences are counted against a queue-wide limit: a settle that
+-- ends one frees a slot that any worker may be waiting for (SPEC §14).
+SELECT name FROM jobledger_queues WHERE concurrency IS NOT NULL
+
 -- name: declare_queue
 -- A declaration sets every limit; the pause state is not part of it. declared_json is the last
 -- declaration applied from code, operator_set_json the limits an operator set (SPEC §14).

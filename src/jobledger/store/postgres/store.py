@@ -231,17 +231,26 @@ class PostgresStore(LedgerStore):
         self._pool.assert_open()
 
     def _write(self, body: Callable[[Tx], T]) -> T:
+        woke: list[bool] = []
+
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:
             tx = _PostgresTx(conn, self._clock, db_now)
+            woke.clear()  # a retried transaction starts over
             result = body(tx)
             if tx.settled:  # delivered with the COMMIT, and only if it commits
                 conn.execute(
                     "SELECT pg_notify(%(channel)s, %(ids)s)",
                     {"channel": self.done_channel, "ids": encode_ids(tx.settled)},
                 )
+            woke.append(tx.wakes)
             return result, tx.wakes
 
-        return self._pool.transaction(transaction)
+        result = self._pool.transaction(transaction)
+        if any(woke):
+            # This process's idle workers at once (the NOTIFY reaches the others, and this
+            # process's listener too, a round trip later).
+            self.work_signal.notify()
+        return result
 
     def _read(self, body: Callable[[Tx], T]) -> T:
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:

@@ -54,7 +54,7 @@ _ERRNO_CODES = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 # A busy BEGIN is retried this many times in total, on top of SQLite's own busy timeout, but
 # only before the transaction body starts (after that a retry could repeat side effects).
 BEGIN_ATTEMPTS = 3
-SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm", "-writelock")
+SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm", "-writelock", "-wake")
 
 
 def _storage_code(exc: BaseException) -> str | None:

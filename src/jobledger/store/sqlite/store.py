@@ -37,6 +37,7 @@ from .connection import (
     tighten_database_files,
 )
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone, owner_held
+from .wake import WakeFile
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -48,11 +49,15 @@ QUERIES = load_store_queries(Path(__file__).with_name("queries.sql"), pyformat=F
 
 
 class _SQLiteTx:
-    __slots__ = ("_clock", "_conn")
+    __slots__ = ("_clock", "_conn", "wakes")
 
     def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
         self._conn = conn
         self._clock = clock
+        self.wakes = False
+
+    def wake(self) -> None:
+        self.wakes = True
 
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = self._conn.execute(QUERIES[query], params or {}).fetchall()
@@ -108,6 +113,13 @@ class SQLiteStore(LedgerStore):
         self._target = connection.target
         self.schema_outcome = schema_outcome
         self.backup_path = schema_outcome.backup
+        # Other processes' idle workers hear this process's new work through the wake file
+        # (wake.py); this process's workers hear theirs through a watcher started by the first
+        # wait for work. A memory database has no other process.
+        self.wake_file: WakeFile | None = None
+        if not connection.is_memory:
+            wake_file = self.wake_file = WakeFile(Path(connection.target))
+            self.work_signal.feed_from(lambda: wake_file.watch(self.work_signal))
 
     @classmethod
     def open(
@@ -201,7 +213,24 @@ class SQLiteStore(LedgerStore):
         return validate_clock_reading(self._clock())
 
     def _write(self, body: Callable[[Tx], T]) -> T:
-        return self._connection.write(lambda conn: body(_SQLiteTx(conn, self._clock)))
+        made: list[_SQLiteTx] = []
+
+        def transaction(conn: sqlite3.Connection) -> T:
+            tx = _SQLiteTx(conn, self._clock)
+            made.append(tx)
+            return body(tx)
+
+        result = self._connection.write(transaction)
+        if made and made[-1].wakes:  # committed: a slot freed (tx.wake), announce it
+            self._after_enqueue()
+        return result
+
+    def _after_enqueue(self) -> None:
+        """New work committed: wake this process's idle workers, and other processes' through
+        the wake file."""
+        super()._after_enqueue()
+        if self.wake_file is not None:
+            self.wake_file.touch()
 
     def _read(self, body: Callable[[Tx], T]) -> T:
         with self._connection.reading() as conn:
@@ -293,6 +322,8 @@ class SQLiteStore(LedgerStore):
             return schema.verify_database(conn, shared=self.shared_file)
 
     def close(self) -> None:
+        if self.wake_file is not None:
+            self.wake_file.close()
         self._connection.close()
 
     @property
