@@ -22,7 +22,7 @@ from ...errors import (
     UnsafePath,
 )
 from ...models import SchemaInfo, VerifyReport
-from .. import common
+from .. import common, forks
 from ..base import NoOwnerLock, OwnerLockHandle
 from ..caller import CallerLink
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
@@ -118,8 +118,25 @@ class SQLiteStore(LedgerStore):
         # wait for work. A memory database has no other process.
         self.wake_file: WakeFile | None = None
         if not connection.is_memory:
-            wake_file = self.wake_file = WakeFile(Path(connection.target))
-            self.work_signal.feed_from(lambda: wake_file.watch(self.work_signal))
+            self.wake_file = WakeFile(Path(connection.target))
+        self._feed_work_signal()
+        forks.register(self)
+
+    def _feed_work_signal(self) -> None:
+        wake_file = self.wake_file
+        if wake_file is not None:
+            signal = self.work_signal
+            signal.feed_from(lambda: wake_file.watch(signal))
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: connections of its own, a wake file descriptor and watcher of
+        its own, fresh signals (their locks and waiters were the parent's) — forks.py."""
+        self._connection.after_fork_in_child(self._synchronous)
+        if self.wake_file is not None:
+            self.wake_file.after_fork_in_child()
+        self._work_signal = None
+        self._settle_signal = None
+        self._feed_work_signal()
 
     @classmethod
     def open(

@@ -104,6 +104,16 @@ class WakeFile:
                 seen = current
                 signal.notify()
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: its own descriptor (opened on next use) and watcher."""
+        with contextlib.suppress(OSError):
+            if self._fd is not None:
+                os.close(self._fd)  # this process's copy; the parent's stays open
+        self._lock = threading.Lock()
+        self._fd, self._thread, self._pid = None, None, os.getpid()
+        self._stop = threading.Event()
+        self.watching = threading.Event()
+
     def close(self) -> None:
         self._stop.set()
         with self._lock:
