@@ -285,3 +285,12 @@ def test_explain_says_an_operator_disabled_the_job(cli):
     cli.ok("job", "disable", "digest")
     remarks = cli.json("explain", "digest")["remarks"]
     assert any(remark.startswith("set by an operator: enabled") for remark in remarks), remarks
+
+
+def test_enqueue_or_show_of_a_kind_names_its_job(cli):
+    with cli.open() as store:
+        store.create_job(id="send-confirmation", kind="send_confirmation", authority=AUTHORITY)
+    for argv in (("enqueue", "send_confirmation"), ("job", "show", "send_confirmation")):
+        result = cli(*argv)
+        result.assert_one_line_error("SCHEDULER_NOT_FOUND", 3)
+        assert "did you mean job send-confirmation (kind send_confirmation)?" in result.err

@@ -80,6 +80,10 @@ WHERE (CAST(:after_id AS TEXT) IS NULL OR job_id > :after_id)
 ORDER BY job_id
 LIMIT :limit
 
+-- name: job_names
+-- Every job's two names, for the hint of an enqueue naming no job (an error path).
+SELECT job_id, kind FROM jobs ORDER BY job_id LIMIT :limit
+
 -- name: count_live_occurrences_of_job
 SELECT COUNT(*) AS live FROM occurrences
 WHERE job_id = :job_id AND status IN ('blocked', 'queued', 'running', 'retry_wait')
