@@ -220,3 +220,44 @@ def test_a_driver_error_is_never_reported_as_a_corrupt_store() -> None:
     ):
         mapped = pg.storage_failure(exc, phase="write", commit_state="unknown")
         assert mapped is not None and mapped.code == "SCHEDULER_STORAGE_UNAVAILABLE", exc
+
+
+def test_a_child_never_gives_up_the_parents_liveness_lock(app: jobledger.App, any_target: str):
+    """A worker's liveness lock (SQLite: an ``flock`` on a file; PostgreSQL: a session advisory
+    lock) held when the process forks stays the parent's: the child closing its copy neither
+    unlocks nor unlinks it (SQLite) nor ends or unlocks the parent's session (PostgreSQL) — else
+    the parent's worker would look dead and its leases be taken over while it runs."""
+    handle = app.store.hold_owner_lock("web-worker")
+    parents = sessions(any_target)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            handle.close()
+            app.store.hold_owner_lock("child-worker").close()  # the child's own: fine
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    assert wait_for_child(pid, 30) == 0
+    try:
+        assert handle.held
+        assert parents <= sessions(any_target)
+        if not any_target.startswith("postgresql://"):
+            from pathlib import Path
+
+            from jobledger.store.sqlite.liveness import owner_held
+
+            assert owner_held(Path(any_target), "web-worker")
+        else:
+            import psycopg
+
+            with psycopg.connect(any_target, autocommit=True) as conn:
+                [(locks,)] = conn.execute(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                    "WHERE l.locktype = 'advisory' AND l.granted "
+                    "AND d.datname = current_database()"
+                ).fetchall()
+            assert locks == 1  # the parent's, still held
+    finally:
+        handle.close()
