@@ -136,6 +136,8 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     later = now + 1_000 * MINUTE
     store.enqueue_occurrence(job_id="mail", scheduled_for=later, trigger_key="dup")
     again = store.enqueue_occurrence(job_id="mail", scheduled_for=later, trigger_key="dup")
+    with pytest.raises(jobledger.SchedulerError):  # a job nobody declared: the hint's names
+        store.enqueue_occurrence(job_id="mial", scheduled_for=later, trigger_key="typo")
     assert again.deduplicated
     store.enqueue_occurrence_once_per_trigger(job_id="mail", scheduled_for=now, trigger_key="m")
     store.enqueue_occurrence_once_per_trigger(job_id="mail", scheduled_for=now, trigger_key="m")

@@ -31,9 +31,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import contract
-from ..errors import IdempotencyPayloadMismatch, InvalidArgument, JobDisabled, NotFound
+from ..errors import IdempotencyPayloadMismatch, InvalidArgument, JobDisabled
 from ..models import UNSET, EnqueueRequest, Job, Occurrence, ParentFailurePolicy
-from ..store import caller, inputs, rows
+from ..store import caller, inputs, rows, unknown_job
 from .enqueue import EnqueueMethods, _parent_ids
 
 __all__ = ["AsyncFlow", "Flow", "FlowMethods"]
@@ -108,7 +108,8 @@ class Flow:
         if job is None:
             job = self._app.store.get_job(job_id)
             if job is None:
-                raise NotFound(f"Scheduler job does not exist: {job_id}")
+                known = self._app.store.list_jobs(limit=1000)
+                raise unknown_job(job_id, ((other.id, other.kind) for other in known))
             if not job.enabled:
                 raise JobDisabled(f"Scheduler job is disabled: {job_id}")
             self._jobs[job_id] = job

@@ -11,9 +11,8 @@ import json
 from typing import Any
 
 from .. import contract
-from ..errors import NotFound
 from ..models import COUNT_CAP, MAX_BACKFILL_SLOTS, MAX_PAGE_LIMIT, UNSET, Job
-from ..store import Store
+from ..store import Store, unknown_job
 from .context import Context
 from .output import describe_trigger, job_json, occurrence_json
 from .parsing import (
@@ -209,7 +208,7 @@ def principal_from_actor(actor: str) -> dict[str, str]:
 def _get_job(store: Store, job_id: str) -> Job:
     job = store.get_job(job_id)
     if job is None:
-        raise NotFound(f"Scheduler job does not exist: {job_id}", details={"jobId": job_id})
+        raise unknown_job(job_id, ((other.id, other.kind) for other in store.list_jobs(limit=1000)))
     return job
 
 

@@ -296,6 +296,9 @@ class QueueStates:
     limited: frozenset[str]
     paused: frozenset[str]
     unknown: bool = False
+    # The windows (ms) of the rate limits declared (queue and partition rates): held-back work
+    # becomes claimable at their boundaries, so an idle feeder looks again then.
+    rate_windows_ms: frozenset[int] = frozenset()
 
 
 NO_QUEUE_LIMITS = QueueStates(frozenset(), frozenset())
@@ -383,6 +386,8 @@ class ClaimAhead:
         self._changed = threading.Condition()
         self._ready: deque[Claimed] = deque()
         self._busy = 0
+        # The last claim could take from queues with limits: a slot freed may start one now.
+        self._limits = False
         # Slots whose attempt ended (timed out) while their thread still runs its handler.
         self._stuck = 0
         self._stop = threading.Event()
@@ -446,9 +451,14 @@ class ClaimAhead:
                 mean = self._mean_s
                 self._mean_s = duration_s if mean is None else 0.8 * mean + 0.2 * duration_s
             stranded = self._stranded()
+            # From a limited queue a claim is made only for a free slot (SPEC §7), so a feeder
+            # waiting for work may have left limited work queued for want of a slot: this one
+            # is free now (its settle committed before this call), and it claims at once
+            # rather than at the next poll (SPEC §14).
+            freed = self._limits and not stuck
             self._changed.notify_all()
-        if stranded:
-            self._wake()  # a feeder waiting for work gives the stranded claims back now
+        if stranded or freed:
+            self._wake()  # a feeder waiting for work gives stranded claims back / claims now
 
     def freed(self) -> None:
         """A stuck slot's handler returned at last: the slot can run attempts again."""
@@ -499,6 +509,7 @@ class ClaimAhead:
                 self._on_error(exc)
                 states = QueueStates(frozenset(), frozenset(), unknown=True)
             with self._changed:
+                self._limits = bool(states.limited) or states.unknown
                 paused = self._take_paused(states.paused)
                 want = min(self._room(), MAX_BATCH_SIZE)
                 free = max(

@@ -37,7 +37,19 @@ class QueueWatch:
         states = QueueStates(
             limited=frozenset(queue.name for queue in queues if queue.limited),
             paused=frozenset(queue.name for queue in queues if queue.paused),
+            rate_windows_ms=frozenset(
+                rate.per_ms
+                for queue in queues
+                for rate in (queue.rate, queue.partition_rate)
+                if rate is not None and not queue.paused
+            ),
         )
         with self._lock:
             self._states, self._read_at = states, now
         return states
+
+    @property
+    def last(self) -> QueueStates:
+        """The declarations as last read (no store read)."""
+        with self._lock:
+            return self._states

@@ -89,6 +89,9 @@ FLUSH_WAIT_S = 10.0
 STUCK_REASON = "worker_slots_stuck"
 # Why claims bought ahead are given back when their queue was paused while they waited.
 PAUSED_REASON = "queue_paused"
+# How long after a rate window opens an idle worker looks again (its clock and the store's may
+# differ by a little; a claim a moment early finds the old window used up and waits again).
+WINDOW_LATE_MS = 5
 
 
 class Service(Protocol):
@@ -188,6 +191,7 @@ class Worker:
             monotonic=self._monotonic,
             observer=runtime.observer,
         )
+        self._queue_watch: QueueWatch | None = None
         self.housekeeper = Housekeeper(
             runtime.store,
             owner_id=runtime.owner_id,
@@ -298,6 +302,9 @@ class Worker:
         store = runtime.store
         settler = Settler(store, monotonic=self._monotonic)
         queues = None if options.queues is None else sorted(options.queues)
+        self._queue_watch = QueueWatch(
+            store, refresh_s=self._poll_timeout(), monotonic=self._monotonic
+        )
         feed = ClaimAhead(
             lambda limit, free, start: runtime.claim_batch(
                 limit,
@@ -322,9 +329,7 @@ class Worker:
             wake=store.work_signal.notify,
             give_back=lambda claims: self._release(claims, STUCK_REASON),
             give_back_paused=lambda claims: self._release(claims, PAUSED_REASON),
-            queue_states=QueueWatch(
-                store, refresh_s=self._poll_timeout(), monotonic=self._monotonic
-            ),
+            queue_states=self._queue_watch,
             monotonic=self._monotonic,
         )
         self._feed = feed
@@ -492,7 +497,21 @@ class Worker:
 
     def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
         if not stop.is_set():
-            self.runtime.store.work_signal.wait(seen, self._poll_timeout())
+            timeout = self._poll_timeout()
+            windows = self._queue_watch.last.rate_windows_ms if self._queue_watch else None
+            if windows:
+                timeout = min(timeout, self._until_next_window(windows))
+            self.runtime.store.work_signal.wait(seen, timeout)
+
+    def _until_next_window(self, windows: frozenset[int]) -> float:
+        """Seconds until the next rate window opens (windows are aligned to the epoch, SPEC
+        §7), on the store's clock: work a rate limit held back is claimable then, not at the
+        next poll. A few ms late, so the claim lands in the new window."""
+        try:
+            now = self.runtime.store.now()
+        except SchedulerError:
+            return self._poll_timeout()
+        return (min(per - now % per for per in windows) + WINDOW_LATE_MS) / 1000
 
     def _poll_timeout(self) -> float:
         jitter = self.options.poll_jitter

@@ -8,10 +8,19 @@ from typing import Any
 from ..clock import Clock
 from ..errors import InvalidArgument
 from .base import UNSET, Store
+from .common import unknown_job
 from .migrations import LATEST_VERSION, SchemaOutcome
 from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SQLiteStore
 
-__all__ = ["LATEST_VERSION", "UNSET", "SQLiteStore", "SchemaOutcome", "Store", "open_store"]
+__all__ = [
+    "LATEST_VERSION",
+    "UNSET",
+    "SQLiteStore",
+    "SchemaOutcome",
+    "Store",
+    "open_store",
+    "unknown_job",
+]
 
 _SQLITE_PREFIXES = ("sqlite:///", "sqlite://")
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")

@@ -7,16 +7,18 @@ they read and write rows, never in *what* they decide. Argument validation is in
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import contract
-from ..errors import InvalidArgument, LeaseLost, StorageUnavailable
+from ..errors import InvalidArgument, LeaseLost, NotFound, StorageUnavailable
 from .tx import Row
 
 __all__ = [
+    "JOB_NAMES_LIMIT",
     "LAZY_DEAD_LETTER_BATCH",
     "LEASE_EXPIRED_ERROR",
     "checked_lease",
@@ -29,6 +31,7 @@ __all__ = [
     "minute_of",
     "settle_event",
     "throughput_params",
+    "unknown_job",
 ]
 
 LEASE_EXPIRED_ERROR = {
@@ -170,3 +173,36 @@ def throughput_params(tally: Counter[tuple[int, str, str, str]]) -> list[dict[st
         column = {"succeeded": "succeeded", "retry_wait": "retried"}.get(status, "dead_lettered")
         entry[column] += count
     return list(merged.values())
+
+
+# How many jobs an unknown job id is compared with (an error path; stores hold few jobs).
+JOB_NAMES_LIMIT = 10_000
+
+
+def unknown_job(job_id: str, jobs: Iterable[tuple[str, str]]) -> NotFound:
+    """``SCHEDULER_NOT_FOUND`` for a job id nobody declared, with a hint when ``job_id`` is the
+    *kind* of some job (a job has two names: ``ensure_job("send-confirmation",
+    "send_confirmation")``) or close to a job id or kind: "did you mean job send-confirmation
+    (kind send_confirmation)?". ``jobs`` are (job id, kind) pairs; ``details.suggestions``
+    lists the jobs suggested."""
+    known = list(jobs)
+    by_kind = [(key, kind) for key, kind in known if kind == job_id]
+    if by_kind:
+        picked = by_kind[:3]
+    else:
+        names = {key: [(key, kind)] for key, kind in known}
+        for key, kind in known:
+            names.setdefault(kind, []).append((key, kind))
+        close = difflib.get_close_matches(job_id, list(names), n=3, cutoff=0.75)
+        picked = list(dict.fromkeys(pair for name in close for pair in names[name]))[:3]
+    message = f"Scheduler job does not exist: {job_id}"
+    if picked:
+        hints = " or ".join(f"job {key} (kind {kind})" for key, kind in picked)
+        message += f"; did you mean {hints}?"
+    return NotFound(
+        message,
+        details={
+            "jobId": job_id,
+            "suggestions": [{"jobId": key, "kind": kind} for key, kind in picked],
+        },
+    )

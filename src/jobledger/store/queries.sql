@@ -80,6 +80,10 @@ WHERE (CAST(:after_id AS TEXT) IS NULL OR job_id > :after_id)
 ORDER BY job_id
 LIMIT :limit
 
+-- name: job_names
+-- Every job's two names, for the hint of an enqueue naming no job (an error path).
+SELECT job_id, kind FROM jobs ORDER BY job_id LIMIT :limit
+
 -- name: count_live_occurrences_of_job
 SELECT COUNT(*) AS live FROM occurrences
 WHERE job_id = :job_id AND status IN ('blocked', 'queued', 'running', 'retry_wait')
@@ -831,6 +835,11 @@ SELECT * FROM jobledger_queues WHERE name = :name
 
 -- name: list_queues
 SELECT * FROM jobledger_queues ORDER BY name
+
+-- name: concurrency_limited_queues
+-- The queues whose running occurrences are counted against a queue-wide limit: a settle that
+-- ends one frees a slot that any worker may be waiting for (SPEC §14).
+SELECT name FROM jobledger_queues WHERE concurrency IS NOT NULL
 
 -- name: declare_queue
 -- A declaration sets every limit; the pause state is not part of it. declared_json is the last

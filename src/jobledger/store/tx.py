@@ -49,6 +49,13 @@ class Tx(Protocol):
         """The current instant in epoch ms, read inside this transaction."""
         ...
 
+    def wake(self) -> None:
+        """This transaction made work claimable that waiting workers of any process should
+        claim at once (a slot of a limited queue freed, held rows admitted): announce it with
+        the commit — PostgreSQL's ``NOTIFY`` on the work channel, SQLite's wake file — and
+        wake this process's workers after it. Nothing is announced if it rolls back."""
+        ...
+
     def table(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
         """The parameters of a many-rows statement (``insert_events``,
         ``insert_occurrences_from_jobs``) holding ``rows``: see :func:`table_parameter`."""

@@ -305,3 +305,12 @@ def test_backfill_enqueues_the_missing_slots_once_and_records_the_actor(cli):
     assert too_many.code == 2 and "10000" in too_many.err
     not_scheduled = cli("job", "backfill", "nope", "--from", frm, "--to", to)
     assert not_scheduled.code != 0 and "Traceback" not in not_scheduled.err
+
+
+def test_enqueue_or_show_of_a_kind_names_its_job(cli):
+    with cli.open() as store:
+        store.create_job(id="send-confirmation", kind="send_confirmation", authority=AUTHORITY)
+    for argv in (("enqueue", "send_confirmation"), ("job", "show", "send_confirmation")):
+        result = cli(*argv)
+        result.assert_one_line_error("SCHEDULER_NOT_FOUND", 3)
+        assert "did you mean job send-confirmation (kind send_confirmation)?" in result.err

@@ -116,8 +116,9 @@ class Gate:
 
     # -- admission and promotion ------------------------------------------------------------
 
-    def promote(self, lanes: Iterable[Lane]) -> None:
-        """A slot of each of these partitions may have freed: admit their best held rows."""
+    def promote(self, lanes: Iterable[Lane]) -> int:
+        """A slot of each of these partitions may have freed: admit their best held rows.
+        Returns how many rows became ready."""
         limited = sorted(
             {
                 lane
@@ -126,18 +127,16 @@ class Gate:
             }
         )
         self._lock_lanes(limited)
-        for lane in limited:
-            self._admit(lane, [])
+        return sum(self._admit(lane, []) for lane in limited)
 
-    def _admit(self, lane: Lane, staged: Sequence[int]) -> None:
+    def _admit(self, lane: Lane, staged: Sequence[int]) -> int:
         """Admit as many of ``staged`` and the lane's held rows as it has room for, best first;
-        hold the rest of ``staged``."""
+        hold the rest of ``staged``. Returns how many rows became ready."""
         declared = self._partition_limited(lane[0])
         if declared is None:  # the limit was removed meanwhile: nothing holds this lane
             if staged:
                 self._set(staged, READY)
-            self._release_held(lane, None)
-            return
+            return len(staged) + self._release_held(lane, None)
         room, tokens_left = self._room(lane, declared)
         if staged:
             # Staged rows compete with held ones by claim order: hold them all first, then admit
@@ -151,6 +150,7 @@ class Gate:
                 # The window is used up: held rows wait for the next one, when staging wakes
                 # the lane (an empty lane's wake-up costs one probe).
                 self._sleep_until_next_window(lane, declared)
+        return admitted
 
     def _release_held(self, lane: Lane, room: int | None) -> int:
         """Make up to ``room`` (``None``: every) held rows of the lane ready; return how many."""

@@ -166,6 +166,7 @@ class LeaseOperations(OperationsBase):
         if events:
             tx.run("insert_events", tx.table(events))
             tx.many("add_throughput", common.throughput_params(tally))
+        self._slots_freed(tx, {row["queue"] for row in updated if row is not None})
         self._free_lanes(tx, now, freed)
         dependencies.decide_children(
             tx, now, [row for row in updated if row is not None], self.work_signal
@@ -174,16 +175,29 @@ class LeaseOperations(OperationsBase):
 
     def _free_lanes(self, tx: Tx, now: int, lanes: set[Lane]) -> None:
         """Slots of these partitions ended: admit their next held rows (only a queue that limits
-        partitions holds any; reading the declarations costs nothing otherwise).
+        partitions holds any; reading the declarations costs nothing otherwise). Rows admitted
+        are claimable now: the commit wakes the waiting workers.
 
         The declarations are read under the queues' shared locks (PostgreSQL), as a claim reads
         them: a re-declaration holds its queue's lock exclusively, so a settle can never admit
         rows by a partition limit that a concurrent tightening has just replaced (it would
         undo the tightening's regate and let the partition run past its new limit)."""
-        if lanes:
-            queues = sorted({queue for queue, _ in lanes})
-            self._take_locks(tx, shared=[queue_lock(name) for name in queues], exclusive=())
-            Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(lanes)
+        if not lanes:
+            return
+        queues = sorted({queue for queue, _ in lanes})
+        self._take_locks(tx, shared=[queue_lock(name) for name in queues], exclusive=())
+        if Gate(tx, now, load_queues(tx), lock=self._take_locks).promote(lanes):
+            tx.wake()
+
+    @staticmethod
+    def _slots_freed(tx: Tx, queues: set[str]) -> None:
+        """Running occurrences of ``queues`` ended. A queue with a queue-wide ``concurrency``
+        limit now has a free slot that a worker of any process may be waiting for, its last
+        claim having found the queue full: the commit wakes them (SPEC §14), so the next
+        occurrence starts now rather than at their next poll. (A worker's own free slots —
+        ``worker_concurrency``, its claims for free slots only — wake its own feeder.)"""
+        if queues and any(row["name"] in queues for row in tx.all("concurrency_limited_queues")):
+            tx.wake()
 
     def settle(
         self,
@@ -390,6 +404,8 @@ class LeaseOperations(OperationsBase):
             return None
         if current["status"] in ("running", "queued", "retry_wait") and row["partition_key"]:
             self._free_lanes(tx, now, {(row["queue"], row["partition_key"])})
+        if current["status"] == "running":
+            self._slots_freed(tx, {row["queue"]})
         # Descendants under "cancel" go with it, before it is read back for the caller.
         dependencies.decide_children(tx, now, [row], self.work_signal)
         cancelled = self._occurrence(tx, row)

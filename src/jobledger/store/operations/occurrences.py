@@ -18,7 +18,7 @@ from ...errors import (
     NotFound,
 )
 from ...models import UNSET, EnqueueRequest, Event, Occurrence
-from .. import inputs, rows
+from .. import common, inputs, rows
 from ..group_commit import GroupCommit
 from ..tx import Row, Tx
 from . import dependencies
@@ -268,7 +268,7 @@ class OccurrenceOperations(OperationsBase):
         for attempt in range(_ENQUEUE_TRIES):
             meta = self._job_meta(tx, key, metas)
             if meta is None:
-                raise NotFound(f"Scheduler job does not exist: {key}")
+                raise self._unknown_job(tx, key)
             if not meta.enabled:
                 if attempt == 0:  # the cache may be stale: read the row itself once
                     metas[key] = self._load_job_meta(tx, key)
@@ -306,8 +306,14 @@ class OccurrenceOperations(OperationsBase):
             return self._occurrence(tx, stored, deduplicated=True), None
         meta = metas.get(key)
         if meta is None:
-            raise NotFound(f"Scheduler job does not exist: {key}")
+            raise self._unknown_job(tx, key)
         raise JobDisabled(f"Scheduler job is disabled: {key}")
+
+    @staticmethod
+    def _unknown_job(tx: Tx, key: str) -> NotFound:
+        """NOT_FOUND for ``key``, with a hint if it names a job's kind or is close to a name."""
+        found = tx.all("job_names", {"limit": common.JOB_NAMES_LIMIT})
+        return common.unknown_job(key, ((row["job_id"], row["kind"]) for row in found))
 
     def _used_key(self, tx: Tx, request: inputs.EnqueueInput) -> Occurrence | None:
         """The occurrence that already has ``request``'s idempotency key, if any.

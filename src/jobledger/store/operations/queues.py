@@ -86,6 +86,7 @@ class QueueOperations(OperationsBase):
             stored = rows.queue_from_row(
                 required(tx.one("declare_queue", {**_limit_params(target), **recorded, "now": now}))
             )
+            tx.wake()  # changed limits (raised ones, say) may let held-back work start now
             self._audit(
                 tx,
                 now=now,
@@ -169,6 +170,7 @@ class QueueOperations(OperationsBase):
             if not int(before["paused"]):
                 return rows.queue_from_row(before)  # not paused: nothing changes, no record
             row = required(tx.one("resume_queue", {"name": key, "now": now}))
+            tx.wake()  # every process's idle workers, not only this one's
             self._audit(
                 tx, now=now, action="queue_resumed", actor=who, subject=key, data={"queue": key}
             )

@@ -18,11 +18,14 @@ This module is the single boundary where psycopg exceptions become jobledger err
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -39,6 +42,7 @@ from ...errors import (
     StoreClosed,
     StoreMisconfigured,
 )
+from .. import forks
 
 __all__ = [
     "PgConnection",
@@ -463,19 +467,56 @@ class PostgresPool:
         # page, a count up to its cap), and a never-analysed table must not make it a bitmap
         # or a sequential scan that sorts a job's or a status's every row.
         self._begin_read = begin_sql(schema, read_only=True, planner=WRITE_PLANNER_SETTINGS)
-        self._pool: psycopg_pool.ConnectionPool[PgConnection] = psycopg_pool.ConnectionPool(
-            conninfo,
+        self._conninfo = conninfo
+        self._sizes = (min_size, max_size)
+        self._connect_timeout = connect_timeout
+        self._prepare_threshold = prepare_threshold
+        # Every connection this pool opened, so that a forked child can disown them (forks.py).
+        self._made: weakref.WeakSet[PgConnection] = weakref.WeakSet()
+        self._pool: psycopg_pool.ConnectionPool[PgConnection] = self._new_pool()
+        self._pool.open(wait=True, timeout=max(float(connect_timeout), 1.0))
+        self._pid = os.getpid()
+
+    def _new_pool(self) -> psycopg_pool.ConnectionPool[PgConnection]:
+        return psycopg_pool.ConnectionPool(
+            self._conninfo,
             connection_class=psycopg.Connection[DictRow],
             kwargs=connection_kwargs(
-                connect_timeout=connect_timeout, prepare_threshold=prepare_threshold
+                connect_timeout=self._connect_timeout, prepare_threshold=self._prepare_threshold
             ),
-            min_size=min_size,
-            max_size=max_size,
-            timeout=pool_timeout,
-            name=f"jobledger-{schema}",
+            min_size=self._sizes[0],
+            max_size=self._sizes[1],
+            timeout=self._pool_timeout,
+            name=f"jobledger-{self.schema}",
             open=False,
+            configure=self._made.add,
         )
-        self._pool.open(wait=True, timeout=max(float(connect_timeout), 1.0))
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: disown every inherited connection (the parent's sessions stay
+        untouched) and start a new pool, opened by the first call (forks.py)."""
+        inherited = self._pool
+        for conn in list(self._made):
+            with contextlib.suppress(Exception):
+                forks.disown_socket(conn.pgconn.socket)
+        forks.abandon(inherited, *self._made)
+        self._made = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        if not self._closed:
+            self._pool = self._new_pool()
+            self._opening = True
+
+    _opening = False
+
+    def _connection(self, timeout: float) -> Any:
+        """A connection from the pool (a pool made after a fork opens here, once)."""
+        if self._opening:
+            with self._lock:
+                if self._opening:
+                    self._pool.open(wait=False)
+                    self._opening = False
+        return self._pool.connection(timeout=timeout)
 
     @property
     def closed(self) -> bool:
@@ -490,7 +531,8 @@ class PostgresPool:
             if self._closed:
                 return
             self._closed = True
-        self._pool.close(timeout=5.0)
+        if self._pid == os.getpid():
+            self._pool.close(timeout=5.0)
 
     def stats(self) -> dict[str, int]:
         return dict(self._pool.get_stats())
@@ -533,7 +575,7 @@ class PostgresPool:
         """
         self.assert_open()
         try:
-            with self._pool.connection(timeout=self._pool_timeout) as conn:
+            with self._connection(self._pool_timeout) as conn:
                 try:
                     rows: list[DictRow] = conn.execute(sql, params).fetchall()
                     return rows
@@ -552,7 +594,7 @@ class PostgresPool:
     ) -> T:
         stage = "connect"
         try:
-            with self._pool.connection(timeout=self._pool_timeout) as conn:
+            with self._connection(self._pool_timeout) as conn:
                 # Failures are classified (and rolled back) *inside* the ``with``: once it exits,
                 # the pool may already have handed this connection to another thread, whose
                 # transaction a late ROLLBACK would silently end.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from .. import forks
 from ..ledger import WorkSignal
 from ..settle_signal import SettleSignal
 
@@ -55,6 +56,7 @@ class NotificationListener:
         self._pipe_lock = threading.Lock()
         self._pipe_open = True
         self.connected = threading.Event()
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self.connections = 0  # how many times a LISTEN connection was established
         self.backend_pid: int | None = None
         self._thread = threading.Thread(
@@ -84,6 +86,20 @@ class NotificationListener:
             self._close_pipe()
         elif self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
+
+    def disown_in_child(self) -> None:
+        """In a forked child: leave the parent's LISTEN connection and wake pipe alone — the
+        socket is pointed at /dev/null (closing it here would end the parent's session), this
+        process's copies of the pipe are closed (a write would wake the parent's thread), and
+        the object is kept, never started or stopped again (forks.py)."""
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                forks.disown_socket(conn.pgconn.socket)
+        self._stopping.set()
+        self._pipe_lock = threading.Lock()
+        self._close_pipe()
+        forks.abandon(self, conn)
 
     def _close_pipe(self) -> None:
         with self._pipe_lock:
@@ -124,6 +140,7 @@ class NotificationListener:
                     keepalives_count=3,
                     tcp_user_timeout=30_000,
                 )
+                self._conn = conn
                 conn.execute(f"LISTEN {self._channel}")
                 self.backend_pid = conn.info.backend_pid
                 self.connections += 1
@@ -135,6 +152,7 @@ class NotificationListener:
                 pass  # reconnect below; the worker's polling covers the gap
             finally:
                 self.connected.clear()
+                self._conn = None
                 if conn is not None:
                     with contextlib.suppress(psycopg.Error, OSError):
                         conn.close()

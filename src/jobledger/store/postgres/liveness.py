@@ -36,6 +36,7 @@ from typing import Any
 import psycopg
 
 from ... import contract
+from .. import forks
 from ..common import liveness_lock_unavailable
 from ..sql import load_queries
 from .connection import PgConnection, connection_kwargs
@@ -99,6 +100,19 @@ class AdvisoryOwnerLock:
         self._mutex = threading.Lock()
         self._closed = False
         self._conn: PgConnection | None = self._connect()
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child the session — and so the lock — is the parent's: disown its socket
+        (a close would end the parent's session, and with it the lock: the parent would look
+        dead) and hold nothing here; ``refresh`` and ``close`` do nothing in the child."""
+        conn, self._conn = self._conn, None
+        self._mutex = threading.Lock()
+        self._closed = True
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                forks.disown_socket(conn.pgconn.socket)
+            forks.abandon(conn)
 
     def _connect(self) -> PgConnection:
         """A new session holding the lock (its take bumped the generation)."""

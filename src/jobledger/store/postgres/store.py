@@ -29,7 +29,7 @@ from ...contract import normalize_identifier, scalar_text
 from ...durations import ms_from_timedelta
 from ...errors import InvalidArgument, SchedulerError, StorageUnavailable
 from ...models import UNSET, Occurrence, SchemaInfo, VerifyReport
-from .. import common, inputs
+from .. import common, forks, inputs
 from ..base import OwnerLockHandle
 from ..caller import CallerLink
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
@@ -120,6 +120,31 @@ class PostgresStore(LedgerStore):
         self._one_statement_enqueue = FAST_PATHS["enqueue_in_one_statement"].replace(
             "{schema}", schema
         )
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: never a connection of the parent's (forks.py). The pool and the
+        LISTEN connections are disowned and replaced by ones this process opens on first use;
+        signals and locks are new (their waiters and holders were the parent's threads)."""
+        self._pool.after_fork_in_child()
+        for listener in (self.listener, self.done_listener):
+            if listener is not None:
+                listener.disown_in_child()
+        self._clock_lock = threading.Lock()
+        self._liveness_lock = threading.Lock()
+        self._free_since = {}
+        self._work_signal = None
+        self._settle_signal = None
+        self.done_listener = None
+        if self.listener is not None:
+            listener = NotificationListener(
+                self._conninfo,
+                channel=self.channel,
+                signal=self.work_signal,
+                connect_timeout=self._connect_timeout,
+            )
+            self.work_signal.feed_from(listener.start)
+            self.listener = listener
 
     @classmethod
     def open(
@@ -231,17 +256,26 @@ class PostgresStore(LedgerStore):
         self._pool.assert_open()
 
     def _write(self, body: Callable[[Tx], T]) -> T:
+        woke: list[bool] = []
+
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:
             tx = _PostgresTx(conn, self._clock, db_now)
+            woke.clear()  # a retried transaction starts over
             result = body(tx)
             if tx.settled:  # delivered with the COMMIT, and only if it commits
                 conn.execute(
                     "SELECT pg_notify(%(channel)s, %(ids)s)",
                     {"channel": self.done_channel, "ids": encode_ids(tx.settled)},
                 )
+            woke.append(tx.wakes)
             return result, tx.wakes
 
-        return self._pool.transaction(transaction)
+        result = self._pool.transaction(transaction)
+        if any(woke):
+            # This process's idle workers at once (the NOTIFY reaches the others, and this
+            # process's listener too, a round trip later).
+            self.work_signal.notify()
+        return result
 
     def _read(self, body: Callable[[Tx], T]) -> T:
         def transaction(conn: PgConnection, db_now: int) -> tuple[T, bool]:

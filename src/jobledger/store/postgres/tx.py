@@ -85,6 +85,9 @@ class PostgresTx:
                     self.settled.append(str(params["occurrence_id"]))
         return cursor
 
+    def wake(self) -> None:
+        self.wakes = True
+
     def lock(self, statement: str, keys: Sequence[int]) -> None:
         """Take advisory locks (``locks.sql``) on ``keys``, in that order."""
         self._conn.execute(statement, {"keys": list(keys)}).fetchall()

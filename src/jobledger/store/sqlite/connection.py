@@ -7,6 +7,7 @@ body reads anything, which is what makes "read, decide, write" safe across proce
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -54,7 +55,7 @@ _ERRNO_CODES = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 # A busy BEGIN is retried this many times in total, on top of SQLite's own busy timeout, but
 # only before the transaction body starts (after that a retry could repeat side effects).
 BEGIN_ATTEMPTS = 3
-SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm", "-writelock")
+SIDECAR_SUFFIXES = ("", "-journal", "-wal", "-shm", "-writelock", "-wake")
 
 
 def _storage_code(exc: BaseException) -> str | None:
@@ -109,6 +110,18 @@ def storage_failure(exc: BaseException, *, phase: str, commit_state: str) -> Sch
             storage_code="SQLITE_BUSY",
             commit_state=commit_state,
             retryable=True,
+        )
+        error.__cause__ = exc
+        return error
+    if isinstance(exc, sqlite3.ProgrammingError | sqlite3.InterfaceError):
+        # The driver refused how it was used (a closed connection, a connection from another
+        # thread or process): the file was never judged, so this is no corrupt store.
+        error = StorageUnavailable.during(
+            "Scheduler storage is unavailable (the SQLite driver refused the call)",
+            phase=phase,
+            storage_code=type(exc).__name__,
+            commit_state=commit_state,
+            retryable=False,
         )
         error.__cause__ = exc
         return error
@@ -418,6 +431,29 @@ class SQLiteConnection:
             self._conn.close()
             if self._gate is not None:
                 self._gate.close()
+
+    def after_fork_in_child(self, synchronous: str) -> None:
+        """In a forked child: new locks (another thread may have held one at the fork), the
+        inherited connections closed and new ones opened, the write gate's descriptor dropped
+        (reopened by the next write). SQLite's locks are per process, so nothing here touches
+        the parent's; a ``:memory:`` database is this process's own copy and stays."""
+        self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        if self._closed or self.is_memory:
+            return
+        if self._gate is not None:
+            self._gate.drop_in_child()
+            self._gate = None
+        had_reader = self._reader is not None
+        for inherited in (self._reader, self._conn):
+            if inherited is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    inherited.close()
+        self._reader = None
+        self._conn = self._connect()
+        self._conn.execute(f"PRAGMA synchronous = {synchronous}")
+        if had_reader:
+            self.open_reader()
 
     def enable_wal(self) -> None:
         """Switch the file to WAL, retrying while another connection blocks the switch.

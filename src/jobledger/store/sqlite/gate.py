@@ -14,6 +14,7 @@ out) stays correct.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -80,3 +81,11 @@ class WriteGate:
     def close(self) -> None:
         self.release()
         os.close(self._fd)
+
+    def drop_in_child(self) -> None:
+        """In a forked child: close this process's copy of the descriptor without unlocking —
+        ``flock`` belongs to the open file description the parent shares, so an unlock here
+        would release the parent's lock."""
+        self._held = False
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

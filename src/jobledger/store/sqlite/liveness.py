@@ -22,6 +22,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from .. import forks
+
 __all__ = ["OwnerLock", "UnsafeOwnersDirectory", "owner_gone", "owner_held", "owners_directory"]
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -84,6 +86,17 @@ class OwnerLock:
                 self._fd = None
             os.close(self._directory)
             raise
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child the lock is the parent's (an ``flock`` belongs to the file
+        description both share): close this process's copies without unlocking or unlinking,
+        so the lock still ends exactly when the parent does, and a close here is a no-op."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            for descriptor in (fd, self._directory):
+                with contextlib.suppress(OSError):
+                    os.close(descriptor)
 
     @property
     def held(self) -> bool:

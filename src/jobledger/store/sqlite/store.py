@@ -22,7 +22,7 @@ from ...errors import (
     UnsafePath,
 )
 from ...models import SchemaInfo, VerifyReport
-from .. import common
+from .. import common, forks
 from ..base import NoOwnerLock, OwnerLockHandle
 from ..caller import CallerLink
 from ..ledger import LedgerStore, Row, Tx, validate_clock_reading
@@ -39,6 +39,7 @@ from .connection import (
 from .liveness import OwnerLock, UnsafeOwnersDirectory, owner_gone, owner_held
 from .qualify import qualify_all
 from .shared_file import OWN_TABLES
+from .wake import WakeFile
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteStore"]
 
@@ -54,7 +55,7 @@ CALLER_QUERIES = qualify_all(QUERIES, OWN_TABLES)
 
 
 class _SQLiteTx:
-    __slots__ = ("_clock", "_conn", "_queries")
+    __slots__ = ("_clock", "_conn", "_queries", "wakes")
 
     def __init__(
         self, conn: sqlite3.Connection, clock: Clock, queries: Mapping[str, str] = QUERIES
@@ -62,6 +63,10 @@ class _SQLiteTx:
         self._conn = conn
         self._clock = clock
         self._queries = queries
+        self.wakes = False
+
+    def wake(self) -> None:
+        self.wakes = True
 
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = self._conn.execute(self._queries[query], params or {}).fetchall()
@@ -117,6 +122,30 @@ class SQLiteStore(LedgerStore):
         self._target = connection.target
         self.schema_outcome = schema_outcome
         self.backup_path = schema_outcome.backup
+        # Other processes' idle workers hear this process's new work through the wake file
+        # (wake.py); this process's workers hear theirs through a watcher started by the first
+        # wait for work. A memory database has no other process.
+        self.wake_file: WakeFile | None = None
+        if not connection.is_memory:
+            self.wake_file = WakeFile(Path(connection.target))
+        self._feed_work_signal()
+        forks.register(self)
+
+    def _feed_work_signal(self) -> None:
+        wake_file = self.wake_file
+        if wake_file is not None:
+            signal = self.work_signal
+            signal.feed_from(lambda: wake_file.watch(signal))
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: connections of its own, a wake file descriptor and watcher of
+        its own, fresh signals (their locks and waiters were the parent's) — forks.py."""
+        self._connection.after_fork_in_child(self._synchronous)
+        if self.wake_file is not None:
+            self.wake_file.after_fork_in_child()
+        self._work_signal = None
+        self._settle_signal = None
+        self._feed_work_signal()
 
     @classmethod
     def open(
@@ -210,7 +239,24 @@ class SQLiteStore(LedgerStore):
         return validate_clock_reading(self._clock())
 
     def _write(self, body: Callable[[Tx], T]) -> T:
-        return self._connection.write(lambda conn: body(_SQLiteTx(conn, self._clock)))
+        made: list[_SQLiteTx] = []
+
+        def transaction(conn: sqlite3.Connection) -> T:
+            tx = _SQLiteTx(conn, self._clock)
+            made.append(tx)
+            return body(tx)
+
+        result = self._connection.write(transaction)
+        if made and made[-1].wakes:  # committed: a slot freed (tx.wake), announce it
+            self._after_enqueue()
+        return result
+
+    def _after_enqueue(self) -> None:
+        """New work committed: wake this process's idle workers, and other processes' through
+        the wake file."""
+        super()._after_enqueue()
+        if self.wake_file is not None:
+            self.wake_file.touch()
 
     def _read(self, body: Callable[[Tx], T]) -> T:
         with self._connection.reading() as conn:
@@ -305,6 +351,8 @@ class SQLiteStore(LedgerStore):
             return self._with_enqueue_events(report, tx, (sqlite3.DatabaseError,))
 
     def close(self) -> None:
+        if self.wake_file is not None:
+            self.wake_file.close()
         self._connection.close()
 
     @property
