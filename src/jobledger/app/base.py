@@ -15,7 +15,7 @@ from ..engine.isolation import ProcessHandler, normalize_isolation
 from ..engine.retry import DEFAULT_BACKOFF, BackoffPolicy
 from ..engine.runtime import Runtime
 from ..errors import InvalidArgument
-from ..store import Store, forks, open_store
+from ..store import Store, abandon_after_fork, open_store, reset_after_fork
 from .tracing import TracingGate
 
 if TYPE_CHECKING:
@@ -84,14 +84,14 @@ class AppBase:
         self._runtimes: list[Runtime] = []
         # OpenTelemetry spans for enqueues and attempts (docs/observability.md).
         self._tracing = TracingGate(tracing)
-        forks.register(self)
+        reset_after_fork(self)  # its _after_fork_in_child runs in a forked child
 
     def _after_fork_in_child(self) -> None:
         """In a forked child (gunicorn ``--preload``): a new lock (a parent thread may have held
         it), and none of the parent's runtimes — their threads are gone, and closing them here
         would give back leases the parent's worker holds (the store resets itself)."""
         self._lock = threading.Lock()
-        forks.abandon(*self._runtimes)
+        abandon_after_fork(*self._runtimes)
         self._runtimes = []
 
     # -- store -------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from ..clock import Clock
 from ..errors import InvalidArgument
 from .base import UNSET, Store
 from .common import unknown_job
+from .forks import abandon as abandon_after_fork
+from .forks import register as reset_after_fork
 from .migrations import LATEST_VERSION, SchemaOutcome
 from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SQLiteStore
 
@@ -18,7 +20,9 @@ __all__ = [
     "SQLiteStore",
     "SchemaOutcome",
     "Store",
+    "abandon_after_fork",
     "open_store",
+    "reset_after_fork",
     "unknown_job",
 ]
 

@@ -24,7 +24,6 @@ import random
 import re
 import threading
 import time
-import urllib.parse
 import weakref
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -36,13 +35,13 @@ from psycopg.rows import DictRow, dict_row
 
 from ...errors import (
     DataCorrupt,
-    InvalidArgument,
     SchedulerError,
     StorageUnavailable,
     StoreClosed,
     StoreMisconfigured,
 )
 from .. import forks
+from .names import redact_url, validate_schema_name
 
 __all__ = [
     "PgConnection",
@@ -63,70 +62,7 @@ _CONFLICT_STATES = frozenset({"40001", "40P01", "23505"})
 # Failures that waiting and retrying will not cure: disk full, out of memory, I/O error, data
 # corruption, a read-only server (a standby), missing privileges.
 _PERMANENT_STATES = frozenset({"53100", "53200", "58030", "XX001", "XX002", "25006", "42501"})
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
-# PostgreSQL's reserved key words (``pg_get_keywords()`` categories R and T, PostgreSQL 15):
-# unquoted, each is a syntax error where a schema name goes. Generated SQL quotes the schema
-# anyway, but a reserved name would still trap every operator who types it unquoted.
-_RESERVED_WORDS = """
-all analyse analyze and any array as asc asymmetric authorization binary both case cast
-check collate collation column concurrently constraint create cross current_catalog
-current_date current_role current_schema current_time current_timestamp current_user default
-deferrable desc distinct do else end except false fetch for foreign freeze from full grant
-group having ilike in initially inner intersect into is isnull join lateral leading left like
-limit localtime localtimestamp natural not notnull null offset on only or order outer
-overlaps placing primary references returning right select session_user similar some
-symmetric table tablesample then to trailing true union unique user using variadic verbose
-when where window with"""
-_RESERVED = frozenset(_RESERVED_WORDS.split()) | {"public", "information_schema", "pg_catalog"}
 _CLOCK_SQL = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms"
-
-
-def validate_schema_name(schema: object) -> str:
-    """A plain lower-case identifier (≤48 characters, so the NOTIFY channel name fits in 63).
-
-    ``public`` and the system schemas are refused: jobledger verifies that its schema holds
-    nothing but its own tables, which a shared schema never does.
-    """
-    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema) or schema in _RESERVED:
-        raise InvalidArgument(
-            "schema must be a plain lower-case identifier (letters, digits, _; at most 48 "
-            "characters; not a reserved word or a system schema)"
-        )
-    if schema.startswith("pg_"):
-        raise InvalidArgument("schema must not start with pg_ (reserved for the system)")
-    return schema
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (user info and ``password=`` parameters).
-
-    Deliberately more eager than libpq's parser: a malformed URL (a ``/`` inside an unencoded
-    password, a query string without a path) still must not show its password.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "postgresql://***"
-    # libpq takes user info up to an "@" before the first "/"; also treat an "@" later in the
-    # path as ending user info, in case the password itself contained an unencoded "/".
-    authority = rest.partition("/")[0]
-    if "@" not in authority:
-        authority = rest.partition("?")[0]
-    userinfo, at, _ = authority.rpartition("@")
-    if at:
-        user, colon, _password = userinfo.partition(":")
-        rest = f"{user}:***@" + rest[len(userinfo) + 1 :] if colon else rest
-    head, question, query = rest.partition("?")
-    if question:
-        query = "&".join(_redact_parameter(part) for part in query.split("&"))
-    return f"{scheme}://{head}{question}{query}"
-
-
-def _redact_parameter(part: str) -> str:
-    key, equals, _value = part.partition("=")
-    # libpq percent-decodes parameter names too: pass%77ord= is a password.
-    if equals and urllib.parse.unquote(key).strip().lower() == "password":
-        return f"{key}=***"
-    return part
 
 
 def _sqlstate(exc: BaseException) -> str | None:
