@@ -35,6 +35,9 @@ OCCURRENCE_KEYS = {
     "updatedAt",
     "settledAt",
     "startedAt",
+    "queue",
+    "priority",
+    "partition",
 }
 
 
@@ -164,6 +167,34 @@ def test_list_filters_and_pages(cli):
     cli("occurrence", "list", "--status", "lost").assert_one_line_error(
         "SCHEDULER_INVALID_ARGUMENT", 2
     )
+
+
+def test_list_finds_one_customers_work_by_key_partition_and_queue(cli):
+    _job(cli, "charge", queue="payments")
+    _job(cli, "ship")
+    cli.json("enqueue", "charge", "--key", "order-21")
+    cli.json("enqueue", "ship", "--key", "order-21")
+    cli.json("enqueue", "ship", "--key", "order-22")
+    with cli.open() as store:
+        store.enqueue_occurrence(
+            job_id="ship", scheduled_for=0, trigger_key="t", partition="customer:7"
+        )
+    by_key = cli.json("occurrence", "list", "--key", "order-21")["occurrences"]
+    assert [(o["jobId"], o["triggerKey"]) for o in by_key] == [
+        ("ship", "key:order-21"),
+        ("charge", "key:order-21"),
+    ]
+    assert by_key[1]["queue"] == "payments" and by_key[1]["partition"] is None
+    by_partition = cli.json("occurrence", "list", "--partition", "customer:7")["occurrences"]
+    assert [(o["jobId"], o["partition"]) for o in by_partition] == [("ship", "customer:7")]
+    payments = cli.json("occurrence", "list", "--queue", "payments")["occurrences"]
+    assert [o["jobId"] for o in payments] == ["charge"]
+    both = cli.json("occurrence", "list", "--key", "order-21", "--job", "charge")
+    assert [o["jobId"] for o in both["occurrences"]] == ["charge"]
+    human = cli.ok("occurrence", "list", "--key", "order-22")
+    assert "ship" in human.out and "charge" not in human.out
+    assert "no occurrences" in cli.ok("occurrence", "list", "--key", "order-23").out
+    cli("occurrence", "list", "--key", "").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
 
 
 def test_show_has_the_audit_timeline(cli):

@@ -57,6 +57,7 @@ TABLES = [
 ]
 INDEXES = [
     "jobledger_dependencies_child",
+    "jobledger_keys_key",
     "jobledger_keys_occurrence",
     "jobledger_occurrences_dead_letters",
     "jobledger_occurrences_dead_letters_job",
@@ -64,6 +65,8 @@ INDEXES = [
     "jobledger_occurrences_job",
     "jobledger_occurrences_lanes",
     "jobledger_occurrences_leases",
+    "jobledger_occurrences_partition",
+    "jobledger_occurrences_queue",
     "jobledger_occurrences_ready",
     "jobledger_occurrences_ready_workspace",
     "jobledger_occurrences_running",

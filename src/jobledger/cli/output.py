@@ -97,6 +97,9 @@ def occurrence_json(occurrence: Occurrence) -> dict[str, Any]:
         "updatedAt": iso_utc(occurrence.updated_at),
         "settledAt": iso_utc(occurrence.settled_at),
         "startedAt": iso_utc(occurrence.started_at),
+        "queue": occurrence.queue,
+        "priority": occurrence.priority,
+        "partition": occurrence.partition,
     }
 
 

@@ -20,6 +20,7 @@ from ..models import UNSET, EnqueueRequest, Renewal, Settlement
 __all__ = [
     "EnqueueInput",
     "JobInput",
+    "idempotency_trigger_key",
     "normalize_batch_limit",
     "normalize_enqueue",
     "normalize_enqueue_batch",
@@ -365,6 +366,18 @@ def normalize_page_limit(value: object) -> int:
     if limit > MAX_PAGE_LIMIT:
         raise InvalidArgument(f"limit must be at most {MAX_PAGE_LIMIT}")
     return limit
+
+
+# An idempotency key as App.enqueue takes it (app/base.py MAX_KEY_LENGTH): its trigger key is
+# "key:<key>".
+MAX_IDEMPOTENCY_KEY_LENGTH = 200
+
+
+def idempotency_trigger_key(value: object) -> str:
+    """The trigger key of an idempotency key given to ``App.enqueue(key=…)`` (``"key:<key>"``),
+    for lookups by key."""
+    key = contract.normalize_identifier(value, "key", max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+    return f"key:{key}"
 
 
 def normalize_status(value: object) -> str | None:

@@ -391,10 +391,29 @@ ORDER BY seq DESC
 LIMIT :limit
 
 -- name: job_rows_scan
--- The job's newest :limit rows below the cursor, with what a status or kind filter needs.
-SELECT seq, status, kind FROM occurrences
+-- The job's newest :limit rows below the cursor, with what the other filters need.
+SELECT seq, status, kind, job_id, queue, partition_key FROM occurrences
 WHERE job_id = :job_id AND seq < :before_seq
 ORDER BY seq DESC
+LIMIT :limit
+
+-- Finding work (issue 32): an idempotency key's occurrences, newest first, through
+-- jobledger_keys_key (at most one row per job), then each by its unique id; key_rows_scan walks
+-- the same rows with what the other filters need. A queue's and a partition's pages are in the
+-- dialect files (SQLite pins their index).
+
+-- name: list_occurrences_by_key
+SELECT o.* FROM jobledger_keys AS k
+JOIN occurrences AS o ON o.occurrence_id = k.occurrence_id
+WHERE k.trigger_key = :trigger_key AND o.seq < :before_seq
+ORDER BY o.seq DESC
+LIMIT :limit
+
+-- name: key_rows_scan
+SELECT o.seq, o.status, o.kind, o.job_id, o.queue, o.partition_key FROM jobledger_keys AS k
+JOIN occurrences AS o ON o.occurrence_id = k.occurrence_id
+WHERE k.trigger_key = :trigger_key AND o.seq < :before_seq
+ORDER BY o.seq DESC
 LIMIT :limit
 
 -- name: kinds_in_status

@@ -432,3 +432,31 @@ SELECT COUNT(*) AS n FROM (
   WHERE queue = %(queue)s AND status = 'running'
   LIMIT %(cap)s
 ) AS running
+
+-- Finding work (issue 32): a queue's and a partition's occurrences, newest first, each one
+-- backward range of its index (jobledger_occurrences_queue, jobledger_occurrences_partition);
+-- the *_rows_scan twins walk the same range with what the other filters need.
+
+-- name: list_occurrences_by_queue
+SELECT * FROM occurrences
+WHERE queue = %(queue)s AND seq < %(before_seq)s
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: queue_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key FROM occurrences
+WHERE queue = %(queue)s AND seq < %(before_seq)s
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: list_occurrences_by_partition
+SELECT * FROM occurrences
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: partition_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key FROM occurrences
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s
+ORDER BY seq DESC
+LIMIT %(limit)s

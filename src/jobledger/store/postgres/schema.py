@@ -274,7 +274,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "35b4cb97b0cf399ef2e59644d3abedc4da517de3a493f3493cf6fb6786324af0",
+        5: "a537b015f11891737077d12c4742b0a173d2b50b56bb83c3ea7f03653b650ec0",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

@@ -111,14 +111,19 @@ class OccurrenceOperations(Protocol):
         status: str | None = None,
         job_id: str | None = None,
         kind: str | None = None,
+        queue: str | None = None,
+        partition: str | None = None,
+        key: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
-        """Occurrences newest first (insertion order), filtered by status, job and/or kind,
+        """Occurrences newest first (insertion order), filtered by status, job, kind, queue,
+        partition and/or idempotency ``key`` (as given to ``App.enqueue(key=…)``, across jobs),
         ``limit`` (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the
-        next. Each page is one range of an index, whatever the store holds. A job filtered by
-        status or kind looks at the job's next 10,000 occurrences per page: a page may then hold
-        fewer than ``limit`` and still have a ``next_cursor`` (only ``None`` means the end)."""
+        next. Each page is one range of an index, whatever the store holds. A key, partition,
+        job or queue filtered by anything else looks at the next 10,000 occurrences of the
+        first of those per page: a page may then hold fewer than ``limit`` and still have a
+        ``next_cursor`` (only ``None`` means the end)."""
         ...
 
     def count_occurrences(

@@ -457,3 +457,35 @@ SELECT COUNT(*) AS n FROM (
   WHERE queue = :queue AND status = 'running'
   LIMIT :cap
 ) AS running
+
+-- Finding work (issue 32): a queue's and a partition's occurrences, newest first, each one
+-- backward range of its index (jobledger_occurrences_queue, jobledger_occurrences_partition);
+-- the *_rows_scan twins walk the same range with what the other filters need. Pinned to their
+-- index: with statistics of a store whose rows share one queue, the planner would walk the
+-- rowid and filter.
+
+-- name: list_occurrences_by_queue
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_queue
+WHERE queue = :queue AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: queue_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key
+FROM occurrences INDEXED BY jobledger_occurrences_queue
+WHERE queue = :queue AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: list_occurrences_by_partition
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_partition
+WHERE partition_key = :partition AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: partition_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key
+FROM occurrences INDEXED BY jobledger_occurrences_partition
+WHERE partition_key = :partition AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit

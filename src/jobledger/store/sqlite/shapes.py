@@ -317,6 +317,10 @@ _V5_INDEXES = tuple(
             "jobledger_keys_occurrence",
             "jobledger_occurrences_dead_letters",
             "jobledger_occurrences_dead_letters_job",
+            # finding work (issue 32): by queue, partition and idempotency key
+            "jobledger_keys_key",
+            "jobledger_occurrences_partition",
+            "jobledger_occurrences_queue",
         )
     )
 )

@@ -65,3 +65,10 @@ ALTER TABLE jobledger_adjudications DROP CONSTRAINT jobledger_adjudications_pkey
 ALTER TABLE jobledger_adjudications ADD PRIMARY KEY (occurrence_id, expected_fence);
 ALTER TABLE jobledger_adjudications
   ADD COLUMN started_at BIGINT CHECK (started_at IS NULL OR started_at >= 0);
+
+-- Finding one customer's work (issue 32, item 7): see the SQLite rung's section of the same
+-- name (seq is named at the end of each listing index, as PostgreSQL does not add it).
+CREATE INDEX jobledger_occurrences_queue ON occurrences (queue, seq);
+CREATE INDEX jobledger_occurrences_partition ON occurrences (partition_key, seq)
+  WHERE partition_key IS NOT NULL;
+CREATE INDEX jobledger_keys_key ON jobledger_keys (trigger_key);

@@ -109,3 +109,14 @@ FROM jobledger_adjudications;
 DROP TABLE jobledger_adjudications;
 
 ALTER TABLE jobledger_adjudications_v5 RENAME TO jobledger_adjudications;
+
+-- Finding one customer's work (issue 32, item 7; docs/schema.md "Version 5: finding work").
+-- Operators list occurrences by queue, by partition and by idempotency key, newest first, each
+-- page one backward range of an index ending in the rowid (seq). The queue index gets an entry
+-- per occurrence at insert (a row's queue never changes); the partition index holds only rows
+-- enqueued with a partition. jobledger_keys_key finds a key's occurrences across jobs (the
+-- primary key leads with job_id): one entry per idempotency key, written with the key.
+CREATE INDEX jobledger_occurrences_queue ON occurrences(queue);
+CREATE INDEX jobledger_occurrences_partition ON occurrences(partition_key)
+  WHERE partition_key IS NOT NULL;
+CREATE INDEX jobledger_keys_key ON jobledger_keys(trigger_key);
