@@ -60,6 +60,9 @@ PROBES: dict[str, tuple[dict[str, Any], set[str], int]] = {
     # a key's rows (one per job at most) through the key index, each by its id, then sorted
     "list_occurrences_by_key": ({"trigger_key": "key:order-21"}, {KEYS, "occurrences_pkey"}, 1),
     "key_rows_scan": ({"trigger_key": "key:order-21"}, {KEYS, "occurrences_pkey"}, 1),
+    # a tag's: a backward range of jobledger_tags' primary key, each row by its seq
+    "list_occurrences_by_tag": ({"tag": "customer:21"}, {"occurrences_seq_key"}, LIMIT),
+    "tag_rows_scan": ({"tag": "customer:21"}, {"occurrences_seq_key"}, LIMIT),
     "kinds_in_status": ({"status": "queued"}, {STATUS}, 10),
     "count_status_by_kind": ({"status": "queued"}, {STATUS}, 10 + 4 * CAP),
     "count_recent_of_job": ({"job_id": "job-mail"}, {JOB}, CAP),

@@ -39,6 +39,7 @@ PARAMS: dict[str, Any] = {
     "queue": "limited",
     "partition": "p",
     "trigger_key": "key:order-21",
+    "tag": "customer:21",
 }
 # query: every access to occurrences it may make
 PLANS: dict[str, list[str]] = {
@@ -57,6 +58,9 @@ PLANS: dict[str, list[str]] = {
     "list_occurrences_by_partition": [
         f"SEARCH occurrences USING INDEX {PARTITION} (partition_key=? AND rowid<?)"
     ],
+    # a tag's: a backward range of jobledger_tags' primary key, each row by its seq
+    "list_occurrences_by_tag": ["SEARCH o USING INTEGER PRIMARY KEY (rowid=?)"],
+    "tag_rows_scan": ["SEARCH o USING INTEGER PRIMARY KEY (rowid=?)"],
     "partition_rows_scan": [
         f"SEARCH occurrences USING INDEX {PARTITION} (partition_key=? AND rowid<?)"
     ],
@@ -115,3 +119,17 @@ def test_a_keys_occurrences_are_found_through_the_key_index(
         populated_store._connection.raw.execute("ANALYZE")
     plan = _explain(populated_store, name, PARAMS)
     assert [node.detail for node in plan.nodes] == KEY_PLAN, plan.text()
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["no-stats", "analyzed"])
+@pytest.mark.parametrize("name", ["list_occurrences_by_tag", "tag_rows_scan"])
+def test_a_tags_occurrences_are_a_range_of_the_tag_table(
+    populated_store: SQLiteStore, name: str, analyzed: bool
+) -> None:
+    if analyzed:
+        populated_store._connection.raw.execute("ANALYZE")
+    plan = _explain(populated_store, name, PARAMS)
+    assert [node.detail for node in plan.nodes] == [
+        "SEARCH t USING PRIMARY KEY (tag=? AND seq<?)",
+        "SEARCH o USING INTEGER PRIMARY KEY (rowid=?)",
+    ], plan.text()

@@ -9,7 +9,8 @@ every page is a backward range of an index that ends in ``seq``, below the curso
   skip scan (one probe per kind), each gives at most one page of its newest rows, and the
   newest of those make the page: the work grows with the kinds in that status, not the rows;
 * ``key`` (an idempotency key, without ``key:``): ``jobledger_keys_key``, at most one row per
-  job; ``partition``: the partition index; ``job_id``: the job index; ``queue``: the queue
+  job; ``tag``: the primary key of ``jobledger_tags`` (tag, seq); ``partition``: the
+  partition index; ``job_id``: the job index; ``queue``: the queue
   index — the first of these given drives the page (in that order). With any other filter
   too, a page is a walk of at most :data:`JOB_SCAN` of that range's newest rows, checked
   against the others. When that walk ends before the page is full, the page is shorter and its
@@ -29,7 +30,7 @@ from typing import Any
 from ... import contract
 from ...errors import InvalidArgument
 from ...models import Occurrence, OccurrenceCount, OccurrencePage
-from .. import inputs
+from .. import inputs, rows
 from ..tx import Row, Tx
 from .base import OperationsBase
 
@@ -54,6 +55,7 @@ class ListingOperations(OperationsBase):
         queue: str | None = None,
         partition: str | None = None,
         key: str | None = None,
+        tag: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
@@ -64,6 +66,7 @@ class ListingOperations(OperationsBase):
         queue_filter = None if queue is None else contract.normalize_queue_name(queue)
         partition_filter = None if partition is None else contract.normalize_partition(partition)
         trigger_key = None if key is None else inputs.idempotency_trigger_key(key)
+        tag_filter = None if tag is None else inputs.normalize_tag(tag, "tag")
         bounded = inputs.normalize_page_limit(limit)
         after_seq, after_id = _parse_cursor(cursor)
         # The filter whose index range drives the page (the narrowest first), and the row
@@ -72,6 +75,7 @@ class ListingOperations(OperationsBase):
             (name, column, value)
             for name, column, value in (
                 ("key", "trigger_key", trigger_key),
+                ("tag", "tags_json", tag_filter),
                 ("partition", "partition_key", partition_filter),
                 ("job", "job_id", job),
                 ("queue", "queue", queue_filter),
@@ -98,6 +102,7 @@ class ListingOperations(OperationsBase):
                 "queue": queue_filter,
                 "partition": partition_filter,
                 "trigger_key": trigger_key,
+                "tag": tag_filter,
             }
             if given:
                 driver = given[0][0]
@@ -156,11 +161,7 @@ class ListingOperations(OperationsBase):
         """A page of the ``driver`` filter's range whose rows also match ``others`` (row column:
         value): a walk of at most :data:`JOB_SCAN` rows of the range below the cursor."""
         scanned = tx.all(f"{driver}_rows_scan", {**params, "limit": JOB_SCAN})
-        matches = [
-            int(row["seq"])
-            for row in scanned
-            if all(row[column] == value for column, value in others.items())
-        ]
+        matches = [int(row["seq"]) for row in scanned if _matches(row, others)]
         if len(matches) > bounded:
             page, next_seq = matches[:bounded], matches[bounded - 1]
         elif len(scanned) == JOB_SCAN:
@@ -208,6 +209,17 @@ class ListingOperations(OperationsBase):
         if job is not None:
             query, params["job_id"] = "list_dead_letters_by_job", job
         return self._read(lambda tx: self._occurrences(tx, tx.all(query, params)))
+
+
+def _matches(row: Row, others: dict[str, Any]) -> bool:
+    """Whether a walked row has every other filter's value (a tag: among its tags)."""
+    for column, value in others.items():
+        if column == "tags_json":
+            if value not in rows.read_tags(row["tags_json"]):
+                return False
+        elif row[column] != value:
+            return False
+    return True
 
 
 def _by_seqs(tx: Tx, seqs: list[int]) -> list[Row]:

@@ -253,9 +253,11 @@ _V4_COLUMNS = {
     ),
 }
 # v5: each column's reason is in the migration's sections (docs/schema.md, "Version 5").
+_V5_ANNOTATIONS = (("tags_json", _T, True), ("meta_json", _T, True), ("progress_json", _T, True))
 _V5_COLUMNS = {
     **_V4_COLUMNS,
-    "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
+    "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True), *_V5_ANNOTATIONS),
+    "jobledger_tags": (("tag", _T, False), ("seq", _B, False)),
     "jobledger_requeues": (*_V4_COLUMNS["jobledger_requeues"], ("revived_children", _S, False)),
     "jobledger_queues": (
         *_V4_COLUMNS["jobledger_queues"],
@@ -274,7 +276,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "a537b015f11891737077d12c4742b0a173d2b50b56bb83c3ea7f03653b650ec0",
+        5: "28e015d79eaaa4e2ed8df87b143752f07e2a12479d7f212e0d782034ae1fe623",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

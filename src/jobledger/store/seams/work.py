@@ -14,6 +14,7 @@ from ...models import (
     OccurrenceCount,
     OccurrencePage,
     Outcome,
+    Progress,
     Renewal,
     Settlement,
 )
@@ -114,16 +115,18 @@ class OccurrenceOperations(Protocol):
         queue: str | None = None,
         partition: str | None = None,
         key: str | None = None,
+        tag: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
         """Occurrences newest first (insertion order), filtered by status, job, kind, queue,
-        partition and/or idempotency ``key`` (as given to ``App.enqueue(key=…)``, across jobs),
+        partition, idempotency ``key`` (as given to ``App.enqueue(key=…)``, across jobs) and/or
+        ``tag`` (one of the tags given at enqueue),
         ``limit`` (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the
-        next. Each page is one range of an index, whatever the store holds. A key, partition,
-        job or queue filtered by anything else looks at the next 10,000 occurrences of the
-        first of those per page: a page may then hold fewer than ``limit`` and still have a
-        ``next_cursor`` (only ``None`` means the end)."""
+        next. Each page is one range of an index, whatever the store holds. A key, tag,
+        partition, job or queue filtered by anything else looks at the next 10,000 occurrences
+        of the first of those per page: a page may then hold fewer than ``limit`` and still
+        have a ``next_cursor`` (only ``None`` means the end)."""
         ...
 
     def count_occurrences(
@@ -230,6 +233,24 @@ class OccurrenceOperations(Protocol):
         Validated whole first (``details["index"]``; an occurrence at most once). A lost lease
         comes back as a :class:`~jobledger.LeaseLost` in its place and changes nothing.
         """
+        ...
+
+    def record_progress(
+        self,
+        *,
+        occurrence_id: str,
+        owner_id: str,
+        fence: int,
+        done: int | float,
+        total: int | float | None = None,
+        message: str | None = None,
+    ) -> Progress:
+        """Record how far the running attempt got (``ctx.progress``): ``done`` of ``total``
+        (a finite number >= 0, and one > 0 or ``None``) and a ``message`` of at most 500
+        characters, stored with the occurrence (``Occurrence.progress``) with its attempt and
+        the instant. Fenced as :meth:`renew`: only the holder of the current, unexpired lease
+        writes it, else :class:`~jobledger.LeaseLost` and nothing changes. Appends no event and
+        leaves the lease and the row's instants as they are."""
         ...
 
     def settle(

@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
         3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
         4: "1e895b44dc93ec723cace9c031358a427fa817a6632f9f0c17b57aa1284fc510",
-        5: "4ffc3ce48c2b79adfbf7ff0a2eed0a9b7e67ffe447943047beb999498c350b6e",
+        5: "c5fc18c211802280804b18799a6d2e7cfed39264510aae3163ccea1b63cdf174",
     },
     tables={version: tuple(columns) for version, columns in COLUMNS.items()},
 )

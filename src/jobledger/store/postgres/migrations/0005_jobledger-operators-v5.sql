@@ -72,3 +72,14 @@ CREATE INDEX jobledger_occurrences_queue ON occurrences (queue, seq);
 CREATE INDEX jobledger_occurrences_partition ON occurrences (partition_key, seq)
   WHERE partition_key IS NOT NULL;
 CREATE INDEX jobledger_keys_key ON jobledger_keys (trigger_key);
+
+-- Tags, metadata and progress (issue 32, item 11): see the SQLite rung's section of the same
+-- name.
+ALTER TABLE occurrences ADD COLUMN tags_json TEXT;
+ALTER TABLE occurrences ADD COLUMN meta_json TEXT;
+ALTER TABLE occurrences ADD COLUMN progress_json TEXT;
+CREATE TABLE jobledger_tags (
+  tag  TEXT NOT NULL,
+  seq  BIGINT NOT NULL,
+  PRIMARY KEY (tag, seq)
+);

@@ -120,3 +120,24 @@ CREATE INDEX jobledger_occurrences_queue ON occurrences(queue);
 CREATE INDEX jobledger_occurrences_partition ON occurrences(partition_key)
   WHERE partition_key IS NOT NULL;
 CREATE INDEX jobledger_keys_key ON jobledger_keys(trigger_key);
+
+-- Tags, metadata and progress (issue 32, item 11; docs/schema.md "Version 5: finding work").
+-- occurrences.tags_json      the tags given at enqueue (a JSON list of distinct strings), NULL
+--                            for none; jobledger_tags holds one row per (tag, occurrence seq),
+--                            so a tag's occurrences are one backward range of its primary key.
+--                            No foreign key (it would make every deleted occurrence search
+--                            the table): prune and job removal delete a row's tags with it.
+-- occurrences.meta_json      the metadata object given at enqueue, NULL for none.
+-- occurrences.progress_json  the last progress its handler reported (ctx.progress), fenced as a
+--                            renewal: only the current lease holder writes it.
+ALTER TABLE occurrences ADD COLUMN tags_json TEXT
+  CHECK (tags_json IS NULL OR json_valid(tags_json));
+ALTER TABLE occurrences ADD COLUMN meta_json TEXT
+  CHECK (meta_json IS NULL OR json_valid(meta_json));
+ALTER TABLE occurrences ADD COLUMN progress_json TEXT
+  CHECK (progress_json IS NULL OR json_valid(progress_json));
+CREATE TABLE jobledger_tags (
+  tag  TEXT NOT NULL,
+  seq  INTEGER NOT NULL,
+  PRIMARY KEY (tag, seq)
+) WITHOUT ROWID;
