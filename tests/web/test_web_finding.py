@@ -79,3 +79,36 @@ def test_a_queue_has_a_page(app):
         assert client.get("/queues/default").status_code == 200
         assert client.get("/queues/no-such-queue").status_code == 404
         assert client.get("/queues/" + "q" * 65).status_code == 404
+
+
+def test_tags_filter_the_list_and_the_occurrence_page_shows_tags_meta_and_progress(app):
+    tagged = app.enqueue(
+        "billing-export",
+        queue="reports",
+        partition="customer:21",
+        tags=["customer:21", "vip"],
+        meta={"order": 21, "note": "<b>escaped</b>"},
+        payload={"n": 99},
+    )
+    app.enqueue("billing-export", tags=["customer:22"], payload={"n": 98})
+    running = app.store.claim_occurrence(occurrence_id=tagged.id, owner_id="w", lease_ms=600_000)
+    app.store.record_progress(
+        occurrence_id=tagged.id, owner_id="w", fence=running.fence, done=3, total=4, message="x"
+    )
+    with client_for(app.store) as client:
+        client.headers.update(BEARER)
+        listing = client.get("/occurrences?tag=customer:21").text
+        assert ROW.findall(listing) == [tagged.id]
+        assert 'href="/occurrences?tag=vip"' in listing  # its tags link to their lists
+        assert ROW.findall(client.get("/occurrences?tag=vip&status=running").text) == [tagged.id]
+        assert client.get("/occurrences?tag=has%20space").status_code == 400
+        page = client.get(f"/occurrences/{tagged.id}").text
+        tags = page.split('data-testid="tags"')[1].split("</dd>")[0]
+        assert "customer:21" in tags and "vip" in tags
+        assert "&lt;b&gt;escaped&lt;/b&gt;" in page and "<b>escaped</b>" not in page
+        progress = page.split('data-testid="progress"')[1].split("</dd>")[0]
+        assert "<progress" in progress and "3 of 4 (75%) — x, attempt 1" in progress
+        assert 'href="/queues/reports"' in page
+        assert 'href="/occurrences?partition=customer%3A21"' in page or (
+            'href="/occurrences?partition=customer:21"' in page
+        )

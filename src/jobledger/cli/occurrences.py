@@ -21,7 +21,13 @@ from ..store import Store
 from ..store.inputs import MAX_PAGE_LIMIT
 from .bulk import apply_each, resolve_targets
 from .context import Context
-from .output import event_json, events_table, occurrence_json, occurrences_table
+from .output import (
+    event_json,
+    events_table,
+    occurrence_json,
+    occurrences_table,
+    progress_text,
+)
 from .parsing import add_command, add_group, identifier_arg, int_within, job_arg, kind_arg
 
 __all__ = ["OCCURRENCE_HELP", "get_occurrence", "register", "timeline"]
@@ -41,15 +47,16 @@ def register(subparsers: Any) -> None:
         commands,
         "list",
         aliases=("ls",),
-        help="occurrences, newest first, filtered by status, job, kind, queue, partition, key",
+        help="occurrences, newest first, by status, job, kind, queue, partition, key or tag",
         description=(
             "List occurrences, newest first, filtered by --status, --job, --kind, --queue,\n"
-            "--partition and --key (combined). --key is the idempotency key given to enqueue\n"
-            "(`--key order-21`, no `key:` prefix) and finds its occurrences in every job.\n"
+            "--partition, --key and --tag (combined). --key is the idempotency key given to\n"
+            "enqueue (`--key order-21`, no `key:` prefix) and finds its occurrences in every\n"
+            "job; --tag one of the tags given at enqueue (`--tag customer:21`).\n"
             "A page that may have more after it ends with the cursor of the next one (--cursor;\n"
-            "`nextCursor` in --json). With --key, --partition, --job or --queue and another\n"
-            "filter each page looks at up to 10,000 occurrences of the first of those, so a\n"
-            "page may be short yet have more."
+            "`nextCursor` in --json). With --key, --tag, --partition, --job or --queue and\n"
+            "another filter each page looks at up to 10,000 occurrences of the first of those,\n"
+            "so a page may be short yet have more."
         ),
     )
     listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")
@@ -71,6 +78,9 @@ def register(subparsers: Any) -> None:
         metavar="KEY",
         type=identifier_arg(200),
         help="only the occurrences enqueued with this idempotency key, in any job",
+    )
+    listing.add_argument(
+        "--tag", metavar="TAG", help="only occurrences enqueued with this tag (customer:21)"
     )
     listing.add_argument(
         "--limit",
@@ -137,6 +147,7 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
             queue=args.queue,
             partition=args.partition,
             key=args.key,
+            tag=args.tag,
             limit=args.limit,
             cursor=args.cursor,
         )
@@ -180,6 +191,12 @@ def _detail_text(
         f"queue:        {o.queue} (priority {o.priority}"
         + (f", partition {o.partition})" if o.partition is not None else ")"),
     ]
+    if o.tags:
+        lines.append(f"tags:         {', '.join(o.tags)}")
+    if o.meta is not None:
+        lines.append(f"meta:         {pretty(o.meta)}")
+    if o.progress is not None:
+        lines.append(f"progress:     {progress_text(o.progress)} ({ctx.when(o.progress.at)})")
     lines.extend(f"not running:  {reason.text}" for reason in waiting)
     if o.lease_owner is not None:
         lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")

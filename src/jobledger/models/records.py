@@ -282,6 +282,21 @@ class Progress:
             return None
         return max(0.0, min(1.0, self.done / self.total))
 
+    def text(self) -> str:
+        """``3 of 10 (30%) — charging, attempt 2``, for people."""
+
+        def number(value: int | float) -> str:
+            return f"{value:g}" if isinstance(value, float) else str(value)
+
+        text = number(self.done)
+        if self.total is not None:
+            text += f" of {number(self.total)}"
+            if self.fraction is not None:
+                text += f" ({self.fraction:.0%})"
+        if self.message:
+            text += f" — {self.message}"
+        return f"{text}, attempt {self.attempt}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "done": self.done,

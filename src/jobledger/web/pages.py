@@ -162,6 +162,7 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
     queue_name = _identifier(request, "queue", "queue")
     partition = _identifier(request, "partition", "partition")
     key = _identifier(request, "key", "key")
+    tag = _identifier(request, "tag", "tag")
     limit = _limit(request)
     cursor = request.query_params.get("cursor") or None
     live = cursor is None and request.query_params.get("live") != "0"
@@ -176,6 +177,7 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
                 queue=queue_name,
                 partition=partition,
                 key=key,
+                tag=tag,
                 limit=limit,
                 cursor=cursor,
             )
@@ -195,6 +197,7 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
         "queue": queue_name,
         "partition": partition,
         "key": key,
+        "tag": tag,
     }
     if limit != DEFAULT_PAGE_SIZE:
         filters["limit"] = str(limit)
