@@ -23,6 +23,7 @@ from .plans import (
     SkipReason,
     SlotFiring,
 )
+from .progress import Progress
 from .queues import (
     DEPTH_CAP,
     MIN_RATE_WINDOW,
@@ -49,7 +50,6 @@ from .records import (
     OccurrencePage,
     OccurrenceStatus,
     ParentFailurePolicy,
-    Progress,
     PruneReport,
     Renewal,
     SchemaInfo,
