@@ -443,29 +443,30 @@ SELECT COUNT(*) AS n FROM (
 
 -- Finding work (issue 32): a queue's and a partition's occurrences, newest first, each one
 -- backward range of its index (jobledger_occurrences_queue, jobledger_occurrences_partition);
--- the *_rows_scan twins walk the same range with what the other filters need.
+-- the *_rows_scan twins walk the same range with what the other filters need. "seq > 0" (always
+-- true) is what lets them, and only them, use those partial indexes (see the migration).
 
 -- name: list_occurrences_by_queue
 SELECT * FROM occurrences
-WHERE queue = %(queue)s AND seq < %(before_seq)s
+WHERE queue = %(queue)s AND seq < %(before_seq)s AND seq > 0
 ORDER BY seq DESC
 LIMIT %(limit)s
 
 -- name: queue_rows_scan
 SELECT seq, status, kind, job_id, queue, partition_key, tags_json FROM occurrences
-WHERE queue = %(queue)s AND seq < %(before_seq)s
+WHERE queue = %(queue)s AND seq < %(before_seq)s AND seq > 0
 ORDER BY seq DESC
 LIMIT %(limit)s
 
 -- name: list_occurrences_by_partition
 SELECT * FROM occurrences
-WHERE partition_key = %(partition)s AND seq < %(before_seq)s
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s AND seq > 0
 ORDER BY seq DESC
 LIMIT %(limit)s
 
 -- name: partition_rows_scan
 SELECT seq, status, kind, job_id, queue, partition_key, tags_json FROM occurrences
-WHERE partition_key = %(partition)s AND seq < %(before_seq)s
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s AND seq > 0
 ORDER BY seq DESC
 LIMIT %(limit)s
 

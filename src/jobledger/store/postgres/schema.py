@@ -276,7 +276,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "28e015d79eaaa4e2ed8df87b143752f07e2a12479d7f212e0d782034ae1fe623",
+        5: "5397404a584a2f67e158882fbb5c3b5ee9eb5659abdd3954f3aa4a54ea177e13",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )
