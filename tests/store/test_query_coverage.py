@@ -143,9 +143,19 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     store.enqueue_occurrence_once_per_trigger(job_id="mail", scheduled_for=now, trigger_key="m")
     store.enqueue_batch(
         [
-            EnqueueRequest(job_id="mail", scheduled_for=now - 10 + i, trigger_key=f"b-{i}")
+            EnqueueRequest(
+                job_id="mail",
+                scheduled_for=now - 10 + i,
+                trigger_key=f"b-{i}",
+                tags=("vip",) if i == 0 else (),
+                meta={"i": i},
+            )
             for i in range(6)
         ]
+    )
+    # tagged with an idempotency key (the one-by-one path)
+    store.enqueue_batch(
+        [EnqueueRequest("mail", now, "key:order-1", once_per_trigger=True, tags=("vip",))]
     )
     _enqueue_in_a_callers_transaction(store, later)
     store.get_occurrence(first.id)
@@ -175,6 +185,7 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     # leases: renew, renew a batch, settle (success; sms has one attempt: dead letter),
     # settle a batch, release, expire a dead owner's leases
     store.renew(occurrence_id=two.id, owner_id="w1", fence=two.fence, lease_ms=2 * MINUTE)
+    store.record_progress(occurrence_id=two.id, owner_id="w1", fence=two.fence, done=1, total=2)
     store.renew_batch([Renewal(b.id, "w2", b.fence, 2 * MINUTE) for b in batch])
     store.settle(occurrence_id=two.id, owner_id="w1", fence=two.fence, outcome="succeeded")
     dead = store.settle(
@@ -271,6 +282,10 @@ def _workload(store: jobledger.Store, clock: FakeClock, other: jobledger.Store) 
     store.list_occurrences(job_id="mail")
     store.list_occurrences(status="queued", kind="mail")
     store.list_occurrences(job_id="mail", status="queued")
+    # finding work (issue 32): alone, and each with another filter (a bounded walk)
+    for found in ({"queue": "default"}, {"partition": "p"}, {"key": "k"}, {"tag": "vip"}):
+        store.list_occurrences(**found)
+        store.list_occurrences(**found, status="queued")
     store.count_occurrences()
     store.count_occurrences(job_id="mail")
     store.count_occurrences(cap=10)

@@ -78,6 +78,8 @@ class EnqueueMethods(TransactionMethods):
         partition: str | None = None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
         conn: object = None,
     ) -> Occurrence:
         """Enqueue a run of ``job_id``: now, at ``at`` (an aware datetime), or ``delay`` from now.
@@ -90,7 +92,11 @@ class EnqueueMethods(TransactionMethods):
         ``queue``/``priority`` default to the job's, ``partition`` to none (SPEC §7); a reused
         key returns the first occurrence unchanged, whatever these say. ``after`` (occurrences
         or ids) makes it run only after those parents, ``on_parent_failure`` says what a failed
-        parent does to it (SPEC §10, ``docs/flows.md``).
+        parent does to it (SPEC §10, ``docs/flows.md``). ``tags`` (at most 16 short strings:
+        letters, digits and ``_ - . : / = @ +``, e.g. ``["customer:21"]``) and ``meta`` (a JSON
+        object of at most 4 KiB) are stored with the occurrence, shown by the CLI and the
+        dashboard, and ``list_occurrences(tag=…)`` finds it by a tag; a reused key keeps the
+        first enqueue's.
 
         ``conn`` writes the occurrence in the caller's open transaction instead of one of the
         store's (SPEC §8, ``docs/transactions.md``): it exists when that transaction commits.
@@ -111,11 +117,19 @@ class EnqueueMethods(TransactionMethods):
                 partition=partition,
                 after=after,
                 on_parent_failure=on_parent_failure,
+                tags=tags,
+                meta=meta,
                 trace_context=None if sending is None else sending.context,
             )
             if conn is not None:
                 [occurrence] = self._enqueue_in_transaction(conn, [request])
-            elif request.once_per_trigger or request.after or request.on_parent_failure is not None:
+            elif (
+                request.once_per_trigger
+                or request.after
+                or request.on_parent_failure is not None
+                or request.tags
+                or request.meta is not None
+            ):
                 [occurrence] = self.store.enqueue_batch([request])
             else:
                 occurrence = self.store.enqueue_occurrence(
@@ -147,6 +161,8 @@ class EnqueueMethods(TransactionMethods):
         partition: str | None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
         trace_context: Mapping[str, str] | None = None,
     ) -> EnqueueRequest:
         """What :meth:`enqueue` asks the store for (its instant resolved, its key made)."""
@@ -165,6 +181,8 @@ class EnqueueMethods(TransactionMethods):
             after=_parent_ids(after),
             on_parent_failure=on_parent_failure,
             trace_context=trace_context,
+            tags=() if tags is None else tags,
+            meta=meta,
         )
 
     def enqueue_many(
@@ -182,6 +200,8 @@ class EnqueueMethods(TransactionMethods):
         partitions: Sequence[str | None] | None = None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
         conn: object = None,
     ) -> list[Occurrence]:
         """Enqueue one occurrence per payload, all in one transaction (at most 10,000).
@@ -191,7 +211,8 @@ class EnqueueMethods(TransactionMethods):
         to use the job's own. ``queue``/``priority`` apply to all; ``partitions`` gives one
         partition (or ``None``) per payload. Either every occurrence is written, or none;
         with ``conn``, in the caller's open transaction (see :meth:`enqueue`).
-        ``after``/``on_parent_failure`` as for :meth:`enqueue`, the same parents for each. Traced
+        ``after``/``on_parent_failure``/``tags``/``meta`` as for :meth:`enqueue`, the same for
+        each. Traced
         as one ``send <queue>`` span for the whole batch.
         """
         items = self._many_items(payloads, keys, partitions)
@@ -209,6 +230,8 @@ class EnqueueMethods(TransactionMethods):
                 partitions=partitions,
                 after=after,
                 on_parent_failure=on_parent_failure,
+                tags=tags,
+                meta=meta,
                 trace_context=None if sending is None else sending.context,
             )
             if conn is not None:
@@ -263,6 +286,8 @@ class EnqueueMethods(TransactionMethods):
         after: Sequence[Occurrence | str] | None,
         on_parent_failure: ParentFailurePolicy | None,
         trace_context: Mapping[str, str] | None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> list[EnqueueRequest]:
         """What :meth:`enqueue_many` asks the store for, one request per item."""
         scheduled_for = self._instant(at, at_ms, delay, delay_ms)
@@ -284,6 +309,8 @@ class EnqueueMethods(TransactionMethods):
                     after=parents,
                     on_parent_failure=on_parent_failure,
                     trace_context=trace_context,
+                    tags=() if tags is None else tags,
+                    meta=meta,
                 )
             )
         return requests

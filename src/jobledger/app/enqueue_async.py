@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +32,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
         partition: str | None = None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
         conn: object = None,
     ) -> Occurrence:
         """:meth:`enqueue` for async code: the same options and rules, without blocking the
@@ -50,6 +52,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
             "partition": partition,
             "after": after,
             "on_parent_failure": on_parent_failure,
+            "tags": tags,
+            "meta": meta,
         }
         if conn is None:
             return await asyncio.to_thread(functools.partial(self.enqueue, job_id, **options))
@@ -82,6 +86,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
         partitions: Sequence[str | None] | None = None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
         conn: object = None,
     ) -> list[Occurrence]:
         """:meth:`enqueue_many` for async code: the same options and rules, all or none, without
@@ -98,6 +104,8 @@ class AsyncEnqueueMethods(EnqueueMethods):
             "partitions": partitions,
             "after": after,
             "on_parent_failure": on_parent_failure,
+            "tags": tags,
+            "meta": meta,
         }
         if conn is None:
             return await asyncio.to_thread(

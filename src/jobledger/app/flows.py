@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -67,8 +67,11 @@ class Flow:
         partition: str | None = None,
         after: Sequence[Occurrence | str] | None = None,
         on_parent_failure: ParentFailurePolicy | None = None,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> Occurrence:
-        """Add one occurrence to the flow, as :meth:`App.enqueue` would write it; ``after``
+        """Add one occurrence to the flow, as :meth:`App.enqueue` would write it (``tags`` and
+        ``meta`` too); ``after``
         names parents in this flow (added before) or enqueued before it. Returns the occurrence
         as the commit will write it: its id is final; its instants (``created_at``,
         ``updated_at``) are 0 and its status a child's ``blocked`` until then — the committed
@@ -89,6 +92,8 @@ class Flow:
             partition=partition,
             after=_parent_ids(after),
             on_parent_failure=on_parent_failure,
+            tags=() if tags is None else tags,
+            meta=meta,
         )
         [checked] = inputs.normalize_enqueue_batch([request])  # refuse bad input at the call
         job = self._job(checked.job_id)
@@ -213,6 +218,8 @@ def _planned(request: inputs.EnqueueInput, job: Job) -> Occurrence:
         on_parent_failure=(
             "run" if request.on_parent_failure == "run" else "cancel" if request.after else None
         ),
+        tags=request.tags,
+        meta=None if request.meta_json is None else contract.parse_stored_json(request.meta_json),
     )
 
 

@@ -61,6 +61,19 @@ def register(subparsers: Any) -> None:
         help="this run's payload: JSON, @FILE or - (stdin) (default: the job's)",
     )
     parser.add_argument(
+        "--tag",
+        metavar="TAG",
+        action="append",
+        dest="tags",
+        help="a tag to find it by (repeatable): customer:21, vip",
+    )
+    parser.add_argument(
+        "--meta",
+        metavar="JSON",
+        type=json_arg,
+        help="metadata shown with it: a JSON object, @FILE or - (stdin)",
+    )
+    parser.add_argument(
         "--count",
         metavar="N",
         type=int_within(1, MAX_ENQUEUE_BATCH),
@@ -87,6 +100,8 @@ def run_enqueue(ctx: Context, args: argparse.Namespace) -> int:
                     key=args.key,
                     at_ms=args.at,
                     delay=args.delay,
+                    tags=args.tags,
+                    meta=args.meta,
                 )
             ]
         else:
@@ -95,6 +110,8 @@ def run_enqueue(ctx: Context, args: argparse.Namespace) -> int:
                 [payload] * args.count,
                 at_ms=args.at,
                 delay=args.delay,
+                tags=args.tags,
+                meta=args.meta,
             )
     document = {
         "occurrences": [{**occurrence_json(o), "deduplicated": o.deduplicated} for o in occurrences]

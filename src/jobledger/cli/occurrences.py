@@ -20,8 +20,14 @@ from ..planning.waiting import WaitReason, why_waiting
 from ..store import Store
 from .bulk import apply_each, resolve_targets
 from .context import Context
-from .output import event_json, events_table, occurrence_json, occurrences_table
-from .parsing import add_command, add_group, int_within, job_arg, kind_arg
+from .output import (
+    event_json,
+    events_table,
+    occurrence_json,
+    occurrences_table,
+    progress_text,
+)
+from .parsing import add_command, add_group, identifier_arg, int_within, job_arg, kind_arg
 
 __all__ = ["OCCURRENCE_HELP", "get_occurrence", "register", "timeline"]
 
@@ -40,18 +46,40 @@ def register(subparsers: Any) -> None:
         commands,
         "list",
         aliases=("ls",),
-        help="occurrences, newest first, filtered by status, job and kind",
+        help="occurrences, newest first, by status, job, kind, queue, partition, key or tag",
         description=(
-            "List occurrences, newest first, filtered by --status, --job and --kind (combined).\n"
+            "List occurrences, newest first, filtered by --status, --job, --kind, --queue,\n"
+            "--partition, --key and --tag (combined). --key is the idempotency key given to\n"
+            "enqueue (`--key order-21`, no `key:` prefix) and finds its occurrences in every\n"
+            "job; --tag one of the tags given at enqueue (`--tag customer:21`).\n"
             "A page that may have more after it ends with the cursor of the next one (--cursor;\n"
-            "`nextCursor` in --json). With --job and a --status or --kind filter each page looks\n"
-            "at up to 10,000 of the job's occurrences, so a page may be short yet have more."
+            "`nextCursor` in --json). With --key, --tag, --partition, --job or --queue and\n"
+            "another filter each page looks at up to 10,000 occurrences of the first of those,\n"
+            "so a page may be short yet have more."
         ),
     )
     listing.add_argument("--status", choices=OCCURRENCE_STATUSES, help="only this status")
     listing.add_argument("--job", metavar="JOB", type=job_arg, help="only this job's occurrences")
     listing.add_argument(
         "--kind", metavar="KIND", type=kind_arg, help="only occurrences of this kind"
+    )
+    listing.add_argument(
+        "--queue", metavar="QUEUE", type=identifier_arg(64), help="only this queue's occurrences"
+    )
+    listing.add_argument(
+        "--partition",
+        metavar="PARTITION",
+        type=identifier_arg(256),
+        help="only occurrences enqueued with this partition (customer:21)",
+    )
+    listing.add_argument(
+        "--key",
+        metavar="KEY",
+        type=identifier_arg(200),
+        help="only the occurrences enqueued with this idempotency key, in any job",
+    )
+    listing.add_argument(
+        "--tag", metavar="TAG", help="only occurrences enqueued with this tag (customer:21)"
     )
     listing.add_argument(
         "--limit",
@@ -115,6 +143,10 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
             status=args.status,
             job_id=args.job,
             kind=args.kind,
+            queue=args.queue,
+            partition=args.partition,
+            key=args.key,
+            tag=args.tag,
             limit=args.limit,
             cursor=args.cursor,
         )
@@ -158,6 +190,12 @@ def _detail_text(
         f"queue:        {o.queue} (priority {o.priority}"
         + (f", partition {o.partition})" if o.partition is not None else ")"),
     ]
+    if o.tags:
+        lines.append(f"tags:         {', '.join(o.tags)}")
+    if o.meta is not None:
+        lines.append(f"meta:         {pretty(o.meta)}")
+    if o.progress is not None:
+        lines.append(f"progress:     {progress_text(o.progress)} ({ctx.when(o.progress.at)})")
     lines.extend(f"not running:  {reason.text}" for reason in waiting)
     if o.lease_owner is not None:
         lines.append(f"lease:        {o.lease_owner} until {ctx.when(o.lease_expires_at)}")

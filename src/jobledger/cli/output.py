@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import SchedulerError
-from ..models import AuditRecord, Event, Job, Occurrence, SchemaInfo
+from ..models import AuditRecord, Event, Job, Occurrence, Progress, SchemaInfo
 from ..schedules import parse_schedule
 from .context import Context
 from .table import Column, render_table, status_style
@@ -32,6 +32,7 @@ __all__ = [
     "job_json",
     "occurrence_json",
     "occurrences_table",
+    "progress_text",
     "schema_json",
     "short_id",
 ]
@@ -97,7 +98,22 @@ def occurrence_json(occurrence: Occurrence) -> dict[str, Any]:
         "updatedAt": iso_utc(occurrence.updated_at),
         "settledAt": iso_utc(occurrence.settled_at),
         "startedAt": iso_utc(occurrence.started_at),
+        "queue": occurrence.queue,
+        "priority": occurrence.priority,
+        "partition": occurrence.partition,
+        "tags": list(occurrence.tags),
+        "meta": occurrence.meta,
+        "progress": (
+            None
+            if occurrence.progress is None
+            else {**occurrence.progress.to_json(), "at": iso_utc(occurrence.progress.at)}
+        ),
     }
+
+
+def progress_text(progress: Progress) -> str:
+    """``3 of 10 (30%) — charging, attempt 2``: what a handler reported with ctx.progress."""
+    return progress.text()
 
 
 def event_json(event: Event) -> dict[str, Any]:

@@ -356,6 +356,7 @@ class Attempt:
             renew=self.renew,
             external_cancel=cancel,
             load_parents=lambda: settings.store.parent_states(occurrence.id),
+            report_progress=settings.store.record_progress,
         )
         self.context = context
         # Released (worker shutdown), lost or timed out while authorizing: the lease is no longer

@@ -22,8 +22,8 @@ from typing import Any, TypeAlias
 
 from ..contract import MAX_SNOOZE_DELAY_MS, OUTCOME_UNKNOWN_CODE, normalize_epoch_ms
 from ..durations import choose_ms, epoch_ms_from, ms_from_timedelta
-from ..errors import InvalidArgument
-from ..models import Job, Occurrence, ParentState
+from ..errors import InvalidArgument, LeaseLost
+from ..models import Job, Occurrence, ParentState, Progress
 
 __all__ = [
     "AuthorizationRequest",
@@ -227,6 +227,7 @@ class JobContext:
         renew: Callable[[], Occurrence],
         external_cancel: threading.Event | None = None,
         load_parents: Callable[[], list[ParentState]] | None = None,
+        report_progress: Callable[..., Progress] | None = None,
     ) -> None:
         self.job = job
         self.occurrence = occurrence
@@ -240,6 +241,7 @@ class JobContext:
         self._callbacks: list[Callable[[], None]] = []
         self._load_parents = load_parents
         self._parents: dict[str, Any] | None = None
+        self._report_progress = report_progress
 
     @property
     def payload(self) -> Any:
@@ -321,6 +323,30 @@ class JobContext:
         occurrence = self._renew()
         self.occurrence = occurrence
         return occurrence
+
+    def progress(
+        self, done: int | float, total: int | float | None = None, message: str | None = None
+    ) -> Progress:
+        """Record how far this attempt got — ``done`` of ``total`` (``None``: unknown) and a
+        short ``message`` — on the occurrence, where ``jobledger occurrence show`` and the
+        dashboard show it. Fenced: only the current lease holder writes it, so a superseded
+        attempt raises :class:`~jobledger.LeaseLost` (and this context is cancelled) instead of
+        overwriting the newer attempt's. Each call is one small write: report every few
+        seconds or steps, not per item of a tight loop."""
+        if self._report_progress is None:
+            raise InvalidArgument("this context has no store to record progress in")
+        try:
+            return self._report_progress(
+                occurrence_id=self.occurrence.id,
+                owner_id=self.owner_id,
+                fence=self.occurrence.fence,
+                done=done,
+                total=total,
+                message=message,
+            )
+        except LeaseLost:
+            self._cancel("lease_lost")
+            raise
 
     def _cancel(self, reason: str) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from .plans import (
     SkipReason,
     SlotFiring,
 )
+from .progress import Progress
 from .queues import (
     DEPTH_CAP,
     MIN_RATE_WINDOW,
@@ -105,6 +106,7 @@ __all__ = [
     "ParentFailurePolicy",
     "ParentState",
     "PlanOutcome",
+    "Progress",
     "PruneReport",
     "Queue",
     "QueueDepth",

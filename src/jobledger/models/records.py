@@ -8,7 +8,7 @@ Instants are epoch milliseconds; each has a datetime twin (``scheduled_for`` →
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from ..contract import (
     normalize_queue_name,
 )
 from ..errors import InvalidArgument
+from .progress import Progress
 from .times import UtcTime, UtcTimeOrNone
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "OccurrenceCount",
     "OccurrencePage",
     "OccurrenceStatus",
+    "Progress",
     "PruneReport",
     "Renewal",
     "SchemaInfo",
@@ -205,6 +207,9 @@ class Occurrence:
     ``reclaimed`` says the claim took over an expired lease. ``started_at``: when the handler
     of the current (or last) attempt began — ``None`` while the attempt is only claimed (say,
     buffered ahead of a free slot): a crash gives such an attempt back instead of spending it.
+    ``tags`` and ``meta`` are what its enqueue gave (``tags=``, ``meta=``; filter with
+    ``list_occurrences(tag=…)``); ``progress`` the last one its handler reported
+    (``ctx.progress``), or ``None``.
     """
 
     id: str
@@ -240,6 +245,9 @@ class Occurrence:
     on_parent_failure: ParentFailurePolicy | None = None
     trace_context: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
     started_at: int | None = None
+    tags: tuple[str, ...] = ()
+    meta: Mapping[str, Any] | None = None
+    progress: Progress | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -270,7 +278,9 @@ class EnqueueRequest:
     is stored with a new occurrence so its attempts continue the enqueuer's trace. ``after``
     names the parent occurrences (ids) it runs after and ``on_parent_failure`` what a failed
     parent does to it (SPEC §10; ``None`` is ``"cancel"`` when it has parents); a reused key
-    keeps the first enqueue's parents."""
+    keeps the first enqueue's parents. ``tags`` (at most 16 distinct strings of 1..64 letters,
+    digits and ``_ - . : / = @ +``) and ``meta`` (a JSON object, at most 4,096 bytes encoded)
+    are stored with a new occurrence; a reused key keeps the first enqueue's."""
 
     job_id: str
     scheduled_for: int
@@ -285,6 +295,8 @@ class EnqueueRequest:
     trace_context: Mapping[str, str] | None = None
     after: tuple[str, ...] = ()
     on_parent_failure: ParentFailurePolicy | None = None
+    tags: Sequence[str] = ()
+    meta: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

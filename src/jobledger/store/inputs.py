@@ -16,10 +16,18 @@ from .. import contract
 from ..authority import normalize_authority
 from ..errors import InvalidArgument
 from ..models import MAX_PAGE_LIMIT, UNSET, EnqueueRequest, Renewal, Settlement
+from .annotations import (
+    idempotency_trigger_key,
+    normalize_meta,
+    normalize_progress,
+    normalize_tag,
+    normalize_tags,
+)
 
 __all__ = [
     "EnqueueInput",
     "JobInput",
+    "idempotency_trigger_key",
     "normalize_batch_limit",
     "normalize_enqueue",
     "normalize_enqueue_batch",
@@ -28,13 +36,17 @@ __all__ = [
     "normalize_kinds",
     "normalize_lease_holder",
     "normalize_limit",
+    "normalize_meta",
     "normalize_optional_identifier",
     "normalize_page_limit",
+    "normalize_progress",
     "normalize_queues",
     "normalize_renewals",
     "normalize_requeue_args",
     "normalize_settlements",
     "normalize_status",
+    "normalize_tag",
+    "normalize_tags",
     "normalize_trace_context",
 ]
 
@@ -204,6 +216,9 @@ class EnqueueInput:
     trace_json: str | None = None
     after: tuple[str, ...] = ()
     on_parent_failure: str | None = None
+    tags: tuple[str, ...] = ()
+    tags_json: str | None = None
+    meta_json: str | None = None
 
 
 # W3C Trace Context: traceparent "version-traceid-parentid-flags" in lowercase hex; tracestate
@@ -277,6 +292,8 @@ def normalize_enqueue(
     trace_context: object = None,
     after: object = (),
     on_parent_failure: object = None,
+    tags: object = None,
+    meta: object = None,
 ) -> EnqueueInput:
     key = contract.normalize_identifier(job_id, "jobId")
     scheduled = contract.normalize_epoch_ms(scheduled_for, "scheduledFor")
@@ -290,6 +307,8 @@ def normalize_enqueue(
         value = contract.normalize_json(payload, "occurrence.payload")
         text = contract.encode_trusted_json(value)
     parents, policy = normalize_parents(after, on_parent_failure)
+    tag_list, tags_json = normalize_tags(tags)
+    meta_json = normalize_meta(meta)
     return EnqueueInput(
         key,
         scheduled,
@@ -305,6 +324,9 @@ def normalize_enqueue(
         trace_json=normalize_trace_context(trace_context),
         after=parents,
         on_parent_failure=policy,
+        tags=tag_list,
+        tags_json=tags_json,
+        meta_json=meta_json,
     )
 
 
@@ -339,11 +361,19 @@ def normalize_enqueue_batch(requests: object) -> list[EnqueueInput]:
                     trace_context=item.trace_context,
                     after=item.after,
                     on_parent_failure=item.on_parent_failure,
+                    tags=None if not item.tags else item.tags,
+                    meta=item.meta,
                 )
             )
         except InvalidArgument as exc:
+            # A tag's or meta's reason stays in the details (the others keep theirs as before).
+            reason = {
+                key: value
+                for key, value in (exc.details or {}).items()
+                if (exc.details or {}).get("field") in ("tags", "meta")
+            }
             raise InvalidArgument(
-                f"requests[{index}]: {exc.message}", details={"index": index}
+                f"requests[{index}]: {exc.message}", details={**reason, "index": index}
             ) from exc
     return normalized
 

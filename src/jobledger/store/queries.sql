@@ -261,7 +261,8 @@ INSERT INTO occurrences
    scheduled_for, available_at, status, attempt, max_attempts, fence,
    lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json,
+   tags_json, meta_json)
 SELECT :occurrence_id, j.job_id, j.revision, :trigger_key,
        :scheduled_for, :available_at, 'queued', 0, j.max_attempts, 0,
        NULL, NULL, j.authority_id, COALESCE(:payload_json, j.payload_json),
@@ -280,7 +281,8 @@ SELECT :occurrence_id, j.job_id, j.revision, :trigger_key,
          ELSE 0
        END,
        CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
-       CAST(:trace_json AS TEXT)
+       CAST(:trace_json AS TEXT),
+       CAST(:tags_json AS TEXT), CAST(:meta_json AS TEXT)
 FROM jobs AS j
 WHERE j.job_id = :job_id AND j.revision = :job_revision AND j.enabled = 1
 ON CONFLICT (occurrence_id) DO NOTHING
@@ -444,10 +446,60 @@ ORDER BY seq DESC
 LIMIT :limit
 
 -- name: job_rows_scan
--- The job's newest :limit rows below the cursor, with what a status or kind filter needs.
-SELECT seq, status, kind FROM occurrences
+-- The job's newest :limit rows below the cursor, with what the other filters need.
+SELECT seq, status, kind, job_id, queue, partition_key, tags_json FROM occurrences
 WHERE job_id = :job_id AND seq < :before_seq
 ORDER BY seq DESC
+LIMIT :limit
+
+-- Finding work (issue 32): an idempotency key's occurrences, newest first, through
+-- jobledger_keys_key (at most one row per job), then each by its unique id; key_rows_scan walks
+-- the same rows with what the other filters need. A queue's and a partition's pages are in the
+-- dialect files (SQLite pins their index).
+
+-- name: list_occurrences_by_tag
+-- A tag's occurrences, newest first: one backward range of jobledger_tags' primary key
+-- (tag, seq), each occurrence by its seq.
+SELECT o.* FROM jobledger_tags AS t
+JOIN occurrences AS o ON o.seq = t.seq
+WHERE t.tag = :tag AND t.seq < :before_seq
+ORDER BY t.seq DESC
+LIMIT :limit
+
+-- name: tag_rows_scan
+SELECT o.seq, o.status, o.kind, o.job_id, o.queue, o.partition_key, o.tags_json
+FROM jobledger_tags AS t
+JOIN occurrences AS o ON o.seq = t.seq
+WHERE t.tag = :tag AND t.seq < :before_seq
+ORDER BY t.seq DESC
+LIMIT :limit
+
+-- name: record_progress
+-- ctx.progress (issue 32): fenced as renew_lease — only the current holder of an unexpired
+-- lease writes it; the row's instants and lease are left as they are.
+UPDATE occurrences
+SET progress_json = :head || CAST(attempt AS TEXT) || :tail
+WHERE occurrence_id = :occurrence_id
+  AND status = 'running'
+  AND lease_owner = :owner_id
+  AND fence = :fence
+  AND (lease_expires_at > (CASE WHEN updated_at > :now THEN updated_at ELSE :now END)
+       OR (:holder_live = 1 AND lease_expires_at > updated_at))
+RETURNING occurrence_id, attempt
+
+-- name: list_occurrences_by_key
+SELECT o.* FROM jobledger_keys AS k
+JOIN occurrences AS o ON o.occurrence_id = k.occurrence_id
+WHERE k.trigger_key = :trigger_key AND o.seq < :before_seq
+ORDER BY o.seq DESC
+LIMIT :limit
+
+-- name: key_rows_scan
+SELECT o.seq, o.status, o.kind, o.job_id, o.queue, o.partition_key, o.tags_json
+FROM jobledger_keys AS k
+JOIN occurrences AS o ON o.occurrence_id = k.occurrence_id
+WHERE k.trigger_key = :trigger_key AND o.seq < :before_seq
+ORDER BY o.seq DESC
 LIMIT :limit
 
 -- name: kinds_in_status

@@ -14,7 +14,7 @@ from typing import Any
 from .. import contract
 from ..authority import normalize_authority
 from ..errors import DataCorrupt, InvalidArgument
-from ..models import QUEUE_LIMIT_KEYS, Event, Job, Occurrence, Queue, Rate
+from ..models import QUEUE_LIMIT_KEYS, Event, Job, Occurrence, Progress, Queue, Rate
 
 __all__ = [
     "event_from_row",
@@ -139,7 +139,47 @@ def occurrence_from_row(
         on_parent_failure=row["on_parent_failure"],
         trace_context=read_trace_context(row["trace_json"]),
         started_at=None if row["started_at"] is None else int(row["started_at"]),
+        tags=read_tags(row["tags_json"]),
+        meta=None if row["meta_json"] is None else read_meta(row["meta_json"]),
+        progress=read_progress(row["progress_json"]),
     )
+
+
+def read_tags(encoded: str | None) -> tuple[str, ...]:
+    """A stored ``tags_json`` (a JSON list of strings), or no tags."""
+    if encoded is None:
+        return ()
+    value = read_stored_json(encoded, "occurrence tags")
+    if type(value) is not list or any(type(tag) is not str for tag in value):
+        raise DataCorrupt("Stored occurrence tags are not a JSON list of strings")
+    return tuple(value)
+
+
+def read_meta(encoded: str) -> dict[str, Any]:
+    """A stored ``meta_json`` (a JSON object)."""
+    value = read_stored_json(encoded, "occurrence meta")
+    if type(value) is not dict:
+        raise DataCorrupt("Stored occurrence meta is not a JSON object")
+    return value
+
+
+def read_progress(encoded: str | None) -> Progress | None:
+    """A stored ``progress_json`` (what ``ctx.progress`` wrote), or ``None``."""
+    if encoded is None:
+        return None
+    value = read_stored_json(encoded, "occurrence progress")
+    if type(value) is not dict:
+        raise DataCorrupt("Stored occurrence progress is not a JSON object")
+    try:
+        return Progress(
+            done=value["done"],
+            total=value.get("total"),
+            message=value.get("message"),
+            attempt=int(value["attempt"]),
+            at=int(value["at"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise DataCorrupt("Stored occurrence progress is not one ctx.progress wrote") from None
 
 
 def read_trace_context(encoded: str | None) -> dict[str, str] | None:

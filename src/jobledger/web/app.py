@@ -106,6 +106,7 @@ def create_app(
         Route("/dead-letters", route(pages.dead_letters), name="dead_letters"),
         Route("/queues", route(pages.queues), name="queues"),
         Route("/queues/paused", route(actions.set_paused), methods=["POST"], name="set_paused"),
+        Route("/queues/{name:path}", route(pages.queue), name="queue"),
         Route("/dead-letters/requeue", route(actions.requeue), methods=["POST"], name="requeue"),
         Route("/adjudication", route(adjudication.cases_page), name="adjudication"),
         Route(

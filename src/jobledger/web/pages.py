@@ -18,7 +18,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..contract import LIVE_STATUSES, normalize_identifier
+from ..contract import LIVE_STATUSES, normalize_identifier, normalize_queue_name
 from ..errors import InvalidArgument
 from ..models import COUNT_CAP, Occurrence
 from ..store.base import Store
@@ -26,7 +26,16 @@ from . import formatting, views
 from .core import Dashboard, HTTPProblem, Redirect, json_response
 from .flowgraph import render_flow_svg
 
-__all__ = ["dead_letters", "job", "jobs", "occurrence", "occurrences", "overview", "queues"]
+__all__ = [
+    "dead_letters",
+    "job",
+    "jobs",
+    "occurrence",
+    "occurrences",
+    "overview",
+    "queue",
+    "queues",
+]
 
 JOBS_PER_PAGE = 50
 DEFAULT_PAGE_SIZE = 50
@@ -150,6 +159,10 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
         raise _bad(f"status must be one of: {', '.join(views.STATUSES)}.")
     job_id = _identifier(request, "job", "job")
     kind = _identifier(request, "kind", "kind")
+    queue_name = _identifier(request, "queue", "queue")
+    partition = _identifier(request, "partition", "partition")
+    key = _identifier(request, "key", "key")
+    tag = _identifier(request, "tag", "tag")
     limit = _limit(request)
     cursor = request.query_params.get("cursor") or None
     live = cursor is None and request.query_params.get("live") != "0"
@@ -158,16 +171,34 @@ async def occurrences(dash: Dashboard, request: Request) -> Response:
         now = dash.store.now()
         try:
             listed = dash.store.list_occurrences(
-                status=status, job_id=job_id, kind=kind, limit=limit, cursor=cursor
+                status=status,
+                job_id=job_id,
+                kind=kind,
+                queue=queue_name,
+                partition=partition,
+                key=key,
+                tag=tag,
+                limit=limit,
+                cursor=cursor,
             )
         except InvalidArgument as exc:
-            raise _bad(f"The page cursor is not valid ({exc.message}); start again.") from exc
+            if (exc.details or {}).get("field") == "cursor":
+                raise _bad(f"The page cursor is not valid ({exc.message}); start again.") from exc
+            raise _bad(f"A filter is not valid: {exc.message}.") from exc
         # The kinds to filter by: a skip scan of the status index (each counted up to 1 row).
         kinds = sorted({row.kind for row in dash.store.count_occurrences(cap=1)})
         return now, listed, kinds
 
     now, listed, kinds = await dash.call(read)
-    filters = {"status": status, "job": job_id, "kind": kind}
+    filters = {
+        "status": status,
+        "job": job_id,
+        "kind": kind,
+        "queue": queue_name,
+        "partition": partition,
+        "key": key,
+        "tag": tag,
+    }
     if limit != DEFAULT_PAGE_SIZE:
         filters["limit"] = str(limit)
     return dash.render(
@@ -273,3 +304,34 @@ async def queues(dash: Dashboard, request: Request) -> Response:
             }
         )
     return dash.render(page, "queues.html", rows=rows, now=now, nav="queues")
+
+
+async def queue(dash: Dashboard, request: Request) -> Response:
+    """One queue: its limits, depth, running and held-back work, and its newest occurrences."""
+    page = dash.page(request)
+    name = request.path_params["name"]
+    try:
+        key = normalize_queue_name(name)
+    except InvalidArgument as exc:
+        raise HTTPProblem(404, "Not found", f"There is no queue {name!r}.") from exc
+
+    def read() -> tuple[int, views.QueuePageView]:
+        return dash.store.now(), views.queue_page(dash.store, key)
+
+    now, data = await dash.call(read)
+    if request.query_params.get("format") == "json":
+        return json_response(
+            {
+                **data.row.depth.to_json(),
+                "holdingBack": [reason.to_json() for reason in data.row.holding_back],
+                "running": [o.id for o in data.running.items],
+                "waiting": [
+                    {"id": o.id, "reasons": [reason.to_json() for reason in reasons]}
+                    for o, reasons in data.waiting
+                ],
+                "recent": [o.id for o in data.recent.items],
+            }
+        )
+    return dash.render(
+        page, "queue.html", data=data, queue=data.row.depth.queue, now=now, nav="queues"
+    )

@@ -47,12 +47,14 @@ __all__ = [
     "STATUSES",
     "JobRow",
     "Overview",
+    "QueuePageView",
     "QueueRow",
     "WorkerView",
     "job_page",
     "job_rows",
     "occurrence_page",
     "overview",
+    "queue_page",
     "queue_rows",
     "shown_kinds",
 ]
@@ -355,3 +357,33 @@ def queue_rows(store: Store) -> list[QueueRow]:
         QueueRow(depth, limit_words(depth.queue), queue_reasons(depth, formatting.utc))
         for depth in store.queue_depths()
     ]
+
+
+QUEUE_PAGE_ROWS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePageView:
+    """One queue's page: its row on the queues page (depth, limits, what holds it back), its
+    running occurrences, its waiting ones with why each waits, and its newest occurrences."""
+
+    row: QueueRow
+    running: OccurrencePage
+    waiting: list[tuple[Occurrence, list[WaitReason]]]
+    recent: OccurrencePage
+    more_waiting: bool = False
+
+
+def queue_page(store: Store, name: str) -> QueuePageView:
+    """A queue that is declared or has occurrences (else ``SCHEDULER_NOT_FOUND``). Reads: one
+    ``queue_depths`` for the queue, three pages of its occurrences (the queue index: running,
+    queued, newest), and the reasons of the queued ones shown."""
+    recent = store.list_occurrences(queue=name, limit=QUEUE_PAGE_ROWS)
+    if store.get_queue(name) is None and not recent.items:
+        raise NotFound(f"Scheduler queue does not exist: {name}", details={"queue": name})
+    [depth] = store.queue_depths(names=[name])
+    row = QueueRow(depth, limit_words(depth.queue), queue_reasons(depth, formatting.utc))
+    running = store.list_occurrences(queue=name, status="running", limit=QUEUE_PAGE_ROWS)
+    queued = store.list_occurrences(queue=name, status="queued", limit=QUEUE_PAGE_ROWS)
+    waiting = [(o, why_waiting(store, o, when=formatting.utc)) for o in queued.items]
+    return QueuePageView(row, running, waiting, recent, queued.next_cursor is not None)

@@ -134,3 +134,33 @@ def test_read_only_queues_page_offers_no_action(seeded, serve_app, browser_page,
     page.goto(f"{base}/queues")
     assert page.locator("form[action$='/queues/paused']").count() == 0
     assert "This dashboard is read-only." in page.inner_text("main")
+
+
+@pytest.mark.parametrize("width", [420, 1280])
+def test_a_queue_has_its_own_page(seeded, serve_app, browser_page, backend, width):
+    app, _ = seeded
+    held = add_queues(app)
+    server = serve_app(dashboard(app))
+    page, base = browser_page, server.url
+    page.set_viewport_size({"width": width, "height": 860})
+    sign_in(page, base)
+    page.goto(f"{base}/queues")
+    page.click("[data-testid='queue-link-reports']")
+    page.wait_for_url(f"{base}/queues/reports")
+    assert page.inner_text("[data-testid='queue-name']") == "reports"
+    depth = next(d for d in app.store.queue_depths() if d.name == "reports")
+    assert page.inner_text("[data-testid='queue-held']") == str(depth.held) == "2"
+    assert page.inner_text("[data-testid='queue-running']").startswith("1")
+    limits = page.inner_text("[data-testid='queue-limits']")
+    assert "concurrency 4" in limits and "per partition 1" in limits
+    running = page.locator("[data-testid='queue-running-list'] tr[data-occurrence]")
+    assert running.count() == 1
+    waiting = page.inner_text(f"[data-testid='queue-waiting-list'] tr[data-occurrence='{held}']")
+    assert "partition customer:42 at its limit (1 running)" in waiting
+    assert page.locator("[data-testid='queue-recent'] tr[data-occurrence]").count() == 3
+    assert_fits(page, width, "queue page")
+    screenshot(page, f"{backend}-{width}px-queue-reports")
+    long_name = page.goto(f"{base}/queues/{LONG_QUEUE}")
+    assert long_name is not None and long_name.status == 200
+    assert_fits(page, width, "long queue page")
+    assert page.console_errors == []

@@ -32,6 +32,9 @@ JOB = "jobledger_occurrences_job"
 DEAD = "jobledger_occurrences_dead_letters"
 DEAD_JOB = "jobledger_occurrences_dead_letters_job"
 OUTCOME_UNKNOWN = "jobledger_occurrences_outcome_unknown"
+QUEUE = "jobledger_occurrences_queue"
+PARTITION = "jobledger_occurrences_partition"
+KEYS = "jobledger_keys_key"
 PKEY = {"occurrences_pkey", "occurrences_seq_key"}
 LIMIT, CAP = 11, 50
 BASE: dict[str, Any] = {
@@ -49,6 +52,17 @@ PROBES: dict[str, tuple[dict[str, Any], set[str], int]] = {
     "list_occurrences_by_job": ({"job_id": "job-mail"}, {JOB}, LIMIT),
     "seqs_by_status_kind": ({"status": "succeeded", "kind": "mail"}, {STATUS}, LIMIT),
     "job_rows_scan": ({"job_id": "job-mail"}, {JOB}, LIMIT),
+    # finding work (issue 32): a queue's, a partition's, an idempotency key's
+    "list_occurrences_by_queue": ({"queue": "default"}, {QUEUE}, LIMIT),
+    "queue_rows_scan": ({"queue": "default"}, {QUEUE}, LIMIT),
+    "list_occurrences_by_partition": ({"partition": "p"}, {PARTITION}, LIMIT),
+    "partition_rows_scan": ({"partition": "p"}, {PARTITION}, LIMIT),
+    # a key's rows (one per job at most) through the key index, each by its id, then sorted
+    "list_occurrences_by_key": ({"trigger_key": "key:order-21"}, {KEYS, "occurrences_pkey"}, 1),
+    "key_rows_scan": ({"trigger_key": "key:order-21"}, {KEYS, "occurrences_pkey"}, 1),
+    # a tag's: a backward range of jobledger_tags' primary key, each row by its seq
+    "list_occurrences_by_tag": ({"tag": "customer:21"}, {"occurrences_seq_key"}, LIMIT),
+    "tag_rows_scan": ({"tag": "customer:21"}, {"occurrences_seq_key"}, LIMIT),
     "kinds_in_status": ({"status": "queued"}, {STATUS}, 10),
     "count_status_by_kind": ({"status": "queued"}, {STATUS}, 10 + 4 * CAP),
     "count_recent_of_job": ({"job_id": "job-mail"}, {JOB}, CAP),
@@ -103,8 +117,14 @@ def test_operator_reads_stay_on_their_index_and_flat(admin, wanted, setup, stats
                     _scans_any(plan)
                 ):
                     continue
-                # grouped by owner: a sort of the running rows only; the candidates: of dead letters
-                if name in ("lease_holders", "adjudication_candidates"):
+                # grouped by owner: a sort of the running rows only; the candidates: of dead
+                # letters; a key's: of its rows
+                if name in (
+                    "lease_holders",
+                    "adjudication_candidates",
+                    "list_occurrences_by_key",
+                    "key_rows_scan",
+                ):
                     assert {n["Index Name"] for n in _scans_of(plan)} <= indexes, plan
                     continue
                 try:

@@ -35,6 +35,12 @@ OCCURRENCE_KEYS = {
     "updatedAt",
     "settledAt",
     "startedAt",
+    "queue",
+    "priority",
+    "partition",
+    "tags",
+    "meta",
+    "progress",
 }
 
 
@@ -164,6 +170,76 @@ def test_list_filters_and_pages(cli):
     cli("occurrence", "list", "--status", "lost").assert_one_line_error(
         "SCHEDULER_INVALID_ARGUMENT", 2
     )
+
+
+def test_list_finds_one_customers_work_by_key_partition_and_queue(cli):
+    _job(cli, "charge", queue="payments")
+    _job(cli, "ship")
+    cli.json("enqueue", "charge", "--key", "order-21")
+    cli.json("enqueue", "ship", "--key", "order-21")
+    cli.json("enqueue", "ship", "--key", "order-22")
+    with cli.open() as store:
+        store.enqueue_occurrence(
+            job_id="ship", scheduled_for=0, trigger_key="t", partition="customer:7"
+        )
+    by_key = cli.json("occurrence", "list", "--key", "order-21")["occurrences"]
+    assert [(o["jobId"], o["triggerKey"]) for o in by_key] == [
+        ("ship", "key:order-21"),
+        ("charge", "key:order-21"),
+    ]
+    assert by_key[1]["queue"] == "payments" and by_key[1]["partition"] is None
+    by_partition = cli.json("occurrence", "list", "--partition", "customer:7")["occurrences"]
+    assert [(o["jobId"], o["partition"]) for o in by_partition] == [("ship", "customer:7")]
+    payments = cli.json("occurrence", "list", "--queue", "payments")["occurrences"]
+    assert [o["jobId"] for o in payments] == ["charge"]
+    both = cli.json("occurrence", "list", "--key", "order-21", "--job", "charge")
+    assert [o["jobId"] for o in both["occurrences"]] == ["charge"]
+    human = cli.ok("occurrence", "list", "--key", "order-22")
+    assert "ship" in human.out and "charge" not in human.out
+    assert "no occurrences" in cli.ok("occurrence", "list", "--key", "order-23").out
+    cli("occurrence", "list", "--key", "").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
+
+
+def test_tags_meta_and_progress_are_given_found_and_shown(cli):
+    _job(cli, "charge")
+    [tagged] = cli.json(
+        "enqueue",
+        "charge",
+        "--key",
+        "order-21",
+        "--tag",
+        "customer:21",
+        "--tag",
+        "vip",
+        "--meta",
+        '{"order": 21}',
+    )["occurrences"]
+    assert tagged["tags"] == ["customer:21", "vip"] and tagged["meta"] == {"order": 21}
+    cli.json("enqueue", "charge", "--tag", "customer:22")
+    found = cli.json("occurrence", "list", "--tag", "customer:21")["occurrences"]
+    assert [o["id"] for o in found] == [tagged["id"]]
+    assert cli.json("occurrence", "list", "--tag", "vip", "--key", "order-21")["occurrences"]
+    with cli.open() as store:
+        claimed = store.claim_occurrence(occurrence_id=tagged["id"], owner_id="w1", lease_ms=60_000)
+        store.record_progress(
+            occurrence_id=claimed.id,
+            owner_id="w1",
+            fence=claimed.fence,
+            done=3,
+            total=4,
+            message="charging",
+        )
+    shown = cli.json("occurrence", "show", tagged["id"])["occurrence"]
+    assert shown["progress"]["done"] == 3 and shown["progress"]["total"] == 4
+    assert shown["progress"]["message"] == "charging" and shown["progress"]["attempt"] == 1
+    human = cli.ok("occurrence", "show", tagged["id"]).out
+    assert "tags:         customer:21, vip" in human
+    assert 'meta:         {"order": 21}' in human
+    assert "progress:     3 of 4 (75%) — charging, attempt 1" in human
+    cli("enqueue", "charge", "--tag", "has space").assert_one_line_error(
+        "SCHEDULER_INVALID_ARGUMENT", 2
+    )
+    cli("enqueue", "charge", "--meta", "[1]").assert_one_line_error("SCHEDULER_INVALID_ARGUMENT", 2)
 
 
 def test_show_has_the_audit_timeline(cli):

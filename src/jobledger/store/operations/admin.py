@@ -173,6 +173,7 @@ class AdminOperations(OperationsBase):
             return nothing, Counter(), moved
         seqs = {"seqs": tx.id_list([int(row["seq"]) for row in found])}
         tx.run("delete_keys_of_seqs", seqs)
+        tx.run("delete_tags_of_seqs", seqs)
         tx.run("delete_dependencies_of_seqs", seqs)
         tx.run("delete_dependents_of_seqs", seqs)
         tx.run("delete_adjudications_of_seqs", seqs)

@@ -23,6 +23,7 @@ __all__ = [
     "firing_of",
     "insert_firings",
     "insert_params",
+    "insert_tags",
     "new_occurrence",
 ]
 
@@ -46,6 +47,8 @@ def insert_params(firing: Firing, now: int | None) -> dict[str, Any]:
         "priority": request.priority,
         "partition_key": request.partition,
         "trace_json": request.trace_json,
+        "tags_json": request.tags_json,
+        "meta_json": request.meta_json,
         "now": now,
     }
     return params
@@ -76,14 +79,25 @@ def insert_firings(
     if not firings:
         return {}
     rows_in = [insert_params(firing, now) for firing in firings]
-    inserted = {
-        row["occurrence_id"] for row in tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
+    found = tx.all("insert_occurrences_from_jobs", tx.table(rows_in))
+    inserted = {row["occurrence_id"] for row in found}
+    tagged = {
+        firing.occurrence_id: firing.request.tags for firing in firings if firing.request.tags
     }
+    if tagged:
+        insert_tags(tx, [(int(row["seq"]), tagged.get(row["occurrence_id"], ())) for row in found])
     return {
         firing.occurrence_id: (new_occurrence(firing, now), enqueued_event(firing, now))
         for firing in firings
         if firing.occurrence_id in inserted
     }
+
+
+def insert_tags(tx: Tx, tagged: Sequence[tuple[int, Sequence[str]]]) -> None:
+    """Index new occurrences (by seq) under their tags: one ``jobledger_tags`` row per tag."""
+    pairs = [{"tag": tag, "seq": seq} for seq, tags in tagged for tag in tags]
+    if pairs:
+        tx.run("insert_tags", tx.table(pairs))
 
 
 def enqueued_event(firing: Firing, now: int) -> dict[str, Any]:
@@ -140,4 +154,6 @@ def new_occurrence(firing: Firing, now: int) -> Occurrence:
         partition=request.partition,
         on_lost_lease="adjudicate" if meta.on_lost_lease == "adjudicate" else "retry",
         trace_context=rows.read_trace_context(request.trace_json),
+        tags=request.tags,
+        meta=None if request.meta_json is None else rows.read_meta(request.meta_json),
     )

@@ -337,6 +337,7 @@ class JobOperations(OperationsBase):
                 )
             requeues = tx.run("delete_requeues_of_job", {"job_id": key})
             tx.run("delete_keys_of_job", {"job_id": key})
+            tx.run("delete_tags_of_job", {"job_id": key})
             tx.run("delete_adjudications_of_job", {"job_id": key})
             tx.run("delete_dependencies_of_job", {"job_id": key})
             events = tx.run("delete_events_of_job", {"job_id": key})

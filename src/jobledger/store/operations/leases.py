@@ -14,7 +14,7 @@ from typing import Any
 
 from ... import contract
 from ...errors import Conflict, LeaseLost, NotFound, RequeueConflict
-from ...models import Occurrence, Outcome, Renewal, Settlement
+from ...models import Occurrence, Outcome, Progress, Renewal, Settlement
 from .. import common, inputs, rows
 from ..tx import Row, Tx
 from . import dependencies
@@ -104,6 +104,51 @@ class LeaseOperations(OperationsBase):
             self._assert_open()
             return []
         return self._write(lambda tx: self._renew_many(tx, tx.now(), normalized))
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def record_progress(
+        self,
+        *,
+        occurrence_id: str,
+        owner_id: str,
+        fence: int,
+        done: int | float,
+        total: int | float | None = None,
+        message: str | None = None,
+    ) -> Progress:
+        key, owner, token = inputs.normalize_lease_holder(occurrence_id, owner_id, fence)
+        fields = inputs.normalize_progress(done, total, message)
+
+        def body(tx: Tx) -> Progress:
+            now = tx.now()
+            live = self._held_owners({owner})
+            # The stored document (canonical JSON, keys in order) names the attempt the row is
+            # at, which the guarded statement itself writes between these two halves.
+            rest = contract.canonical_json({**fields, "z": 0})
+            found = tx.one(
+                "record_progress",
+                {
+                    "occurrence_id": key,
+                    "owner_id": owner,
+                    "fence": token,
+                    "now": now,
+                    "holder_live": 1 if owner in live else 0,
+                    "head": f'{{"at":{now},"attempt":',
+                    "tail": "," + rest[1 : rest.rindex(',"z":0}')] + "}",
+                },
+            )
+            if found is None:
+                raise common.lease_lost(key)
+            return Progress(
+                done=fields["done"],
+                total=fields["total"],
+                message=fields["message"],
+                attempt=int(found["attempt"]),
+                at=now,
+            )
+
+        return self._write(body)
 
     # -- settling ---------------------------------------------------------------------------
 

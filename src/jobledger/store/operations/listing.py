@@ -8,9 +8,13 @@ every page is a backward range of an index that ends in ``seq``, below the curso
 * ``status`` alone: the status index kind by kind — the kinds in that status are found by a
   skip scan (one probe per kind), each gives at most one page of its newest rows, and the
   newest of those make the page: the work grows with the kinds in that status, not the rows;
-* ``job_id``: the job index; with a ``status`` or ``kind`` filter too, a walk of at most
-  :data:`JOB_SCAN` of the job's newest rows per page. When that walk ends before the page is
-  full, the page is shorter and its cursor continues after the rows it looked at.
+* ``key`` (an idempotency key, without ``key:``): ``jobledger_keys_key``, at most one row per
+  job; ``tag``: the primary key of ``jobledger_tags`` (tag, seq); ``partition``: the
+  partition index; ``job_id``: the job index; ``queue``: the queue
+  index — the first of these given drives the page (in that order). With any other filter
+  too, a page is a walk of at most :data:`JOB_SCAN` of that range's newest rows, checked
+  against the others. When that walk ends before the page is full, the page is shorter and its
+  cursor continues after the rows it looked at.
 
 Counts are exact only when asked for (``cap=None``: every entry of the status index is read).
 With a ``cap`` each (kind, status) is counted up to the cap along the status index, and a count
@@ -26,7 +30,7 @@ from typing import Any
 from ... import contract
 from ...errors import InvalidArgument
 from ...models import Occurrence, OccurrenceCount, OccurrencePage
-from .. import inputs
+from .. import inputs, rows
 from ..tx import Row, Tx
 from .base import OperationsBase
 
@@ -48,6 +52,10 @@ class ListingOperations(OperationsBase):
         status: str | None = None,
         job_id: str | None = None,
         kind: str | None = None,
+        queue: str | None = None,
+        partition: str | None = None,
+        key: str | None = None,
+        tag: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
@@ -55,8 +63,25 @@ class ListingOperations(OperationsBase):
         wanted = inputs.normalize_status(status)
         job = inputs.normalize_optional_identifier(job_id, "jobId")
         kind_filter = inputs.normalize_optional_identifier(kind, "kind", 128)
+        queue_filter = None if queue is None else contract.normalize_queue_name(queue)
+        partition_filter = None if partition is None else contract.normalize_partition(partition)
+        trigger_key = None if key is None else inputs.idempotency_trigger_key(key)
+        tag_filter = None if tag is None else inputs.normalize_tag(tag, "tag")
         bounded = inputs.normalize_page_limit(limit)
         after_seq, after_id = _parse_cursor(cursor)
+        # The filter whose index range drives the page (the narrowest first), and the row
+        # columns the others are checked against along it.
+        given = [
+            (name, column, value)
+            for name, column, value in (
+                ("key", "trigger_key", trigger_key),
+                ("tag", "tags_json", tag_filter),
+                ("partition", "partition_key", partition_filter),
+                ("job", "job_id", job),
+                ("queue", "queue", queue_filter),
+            )
+            if value is not None
+        ]
 
         def body(tx: Tx) -> tuple[list[Occurrence], int | None]:
             before = after_seq
@@ -74,11 +99,22 @@ class ListingOperations(OperationsBase):
                 "status": wanted,
                 "kind": kind_filter,
                 "job_id": job,
+                "queue": queue_filter,
+                "partition": partition_filter,
+                "trigger_key": trigger_key,
+                "tag": tag_filter,
             }
-            if job is not None and (wanted is not None or kind_filter is not None):
-                return self._job_page(tx, params, bounded)
-            if job is not None:
-                rows = tx.all("list_occurrences_by_job", params)
+            if given:
+                driver = given[0][0]
+                others = {column: value for _, column, value in given[1:]}
+                others.update(
+                    (column, value)
+                    for column, value in (("status", wanted), ("kind", kind_filter))
+                    if value is not None
+                )
+                if others:
+                    return self._walk(tx, driver, params, others, bounded)
+                rows = tx.all(f"list_occurrences_by_{driver}", params)
             elif kind_filter is not None and wanted is not None:
                 rows = tx.all("list_occurrences_by_status_kind", params)
             elif kind_filter is not None:
@@ -114,16 +150,18 @@ class ListingOperations(OperationsBase):
         seqs.sort(reverse=True)
         return _by_seqs(tx, seqs[: params["limit"]])
 
-    def _job_page(
-        self, tx: Tx, params: dict[str, Any], bounded: int
+    def _walk(
+        self,
+        tx: Tx,
+        driver: str,
+        params: dict[str, Any],
+        others: dict[str, Any],
+        bounded: int,
     ) -> tuple[list[Occurrence], int | None]:
-        scanned = tx.all("job_rows_scan", {**params, "limit": JOB_SCAN})
-        matches = [
-            int(row["seq"])
-            for row in scanned
-            if (params["status"] is None or row["status"] == params["status"])
-            and (params["kind"] is None or row["kind"] == params["kind"])
-        ]
+        """A page of the ``driver`` filter's range whose rows also match ``others`` (row column:
+        value): a walk of at most :data:`JOB_SCAN` rows of the range below the cursor."""
+        scanned = tx.all(f"{driver}_rows_scan", {**params, "limit": JOB_SCAN})
+        matches = [int(row["seq"]) for row in scanned if _matches(row, others)]
         if len(matches) > bounded:
             page, next_seq = matches[:bounded], matches[bounded - 1]
         elif len(scanned) == JOB_SCAN:
@@ -171,6 +209,17 @@ class ListingOperations(OperationsBase):
         if job is not None:
             query, params["job_id"] = "list_dead_letters_by_job", job
         return self._read(lambda tx: self._occurrences(tx, tx.all(query, params)))
+
+
+def _matches(row: Row, others: dict[str, Any]) -> bool:
+    """Whether a walked row has every other filter's value (a tag: among its tags)."""
+    for column, value in others.items():
+        if column == "tags_json":
+            if value not in rows.read_tags(row["tags_json"]):
+                return False
+        elif row[column] != value:
+            return False
+    return True
 
 
 def _by_seqs(tx: Tx, seqs: list[int]) -> list[Row]:

@@ -29,6 +29,7 @@ from .firings import (
     firing_of,
     insert_firings,
     insert_params,
+    insert_tags,
     new_occurrence,
 )
 
@@ -289,6 +290,8 @@ class OccurrenceOperations(OperationsBase):
                 key_taken = True
             written = tx.one("insert_occurrence_from_job", insert_params(firing, now))
             if written is not None:
+                if request.tags:
+                    insert_tags(tx, [(int(written["seq"]), request.tags)])
                 return new_occurrence(firing, now), enqueued_event(firing, now)
             stored = self._occurrence_row(tx, firing.occurrence_id)
             if stored is None:

@@ -203,7 +203,8 @@ INSERT INTO occurrences
    scheduled_for, available_at, status, attempt, max_attempts, fence,
    lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json,
+   tags_json, meta_json)
 SELECT e.occurrence_id, j.job_id, j.revision, e.trigger_key,
        e.scheduled_for, e.available_at, 'queued', 0, j.max_attempts, 0,
        NULL, NULL, j.authority_id, COALESCE(e.payload_json, j.payload_json),
@@ -220,17 +221,17 @@ SELECT e.occurrence_id, j.job_id, j.revision, e.trigger_key,
          ELSE 0
        END,
        CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
-       e.trace_json
+       e.trace_json, e.tags_json, e.meta_json
 FROM ROWS FROM (
   json_to_recordset(%(rows)s::json)
     AS (occurrence_id text, trigger_key text, scheduled_for bigint,
         available_at bigint, payload_json text, now bigint, workspace_id text, job_id text,
         job_revision bigint, queue text, priority smallint, partition_key text,
-        trace_json text)
+        trace_json text, tags_json text, meta_json text)
 ) WITH ORDINALITY
   AS e(occurrence_id, trigger_key, scheduled_for, available_at, payload_json,
        now, workspace_id, job_id, job_revision, queue, priority, partition_key, trace_json,
-       position)
+       tags_json, meta_json, position)
 JOIN jobs AS j
   ON j.job_id = e.job_id
  AND j.revision = e.job_revision
@@ -359,6 +360,13 @@ DELETE FROM jobledger_keys AS k
 USING occurrences AS o
 WHERE o.seq = ANY(%(seqs)s::bigint[]) AND k.occurrence_id = o.occurrence_id
 
+-- name: delete_tags_of_seqs
+-- A row's tags go with it: its (tag, seq) pairs, each a probe of the primary key.
+DELETE FROM jobledger_tags AS t
+USING occurrences AS o, json_array_elements_text(o.tags_json::json) AS g(tag)
+WHERE o.seq = ANY(%(seqs)s::bigint[]) AND o.tags_json IS NOT NULL
+  AND t.tag = g.tag AND t.seq = o.seq
+
 -- name: delete_dependencies_of_seqs
 DELETE FROM jobledger_dependencies WHERE parent_seq = ANY(%(seqs)s::bigint[])
 
@@ -459,3 +467,44 @@ SELECT * FROM events
 WHERE event_type = %(event_type)s AND job_id || '' = %(job_id)s AND event_id > %(after_id)s
 ORDER BY event_id
 LIMIT %(limit)s
+-- Finding work (issue 32): a queue's and a partition's occurrences, newest first, each one
+-- backward range of its index (jobledger_occurrences_queue, jobledger_occurrences_partition);
+-- the *_rows_scan twins walk the same range with what the other filters need. "seq > 0" (always
+-- true) is what lets them, and only them, use those partial indexes (see the migration).
+
+-- name: list_occurrences_by_queue
+SELECT * FROM occurrences
+WHERE queue = %(queue)s AND seq < %(before_seq)s AND seq > 0
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: queue_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key, tags_json FROM occurrences
+WHERE queue = %(queue)s AND seq < %(before_seq)s AND seq > 0
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: list_occurrences_by_partition
+SELECT * FROM occurrences
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s AND seq > 0
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: partition_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key, tags_json FROM occurrences
+WHERE partition_key = %(partition)s AND seq < %(before_seq)s AND seq > 0
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: insert_tags
+-- New occurrences under their tags (%(rows)s, a JSON array of {tag, seq}).
+INSERT INTO jobledger_tags (tag, seq)
+SELECT r.tag, r.seq FROM json_to_recordset(%(rows)s::json) AS r(tag text, seq bigint)
+ON CONFLICT (tag, seq) DO NOTHING
+
+-- name: delete_tags_of_job
+-- A removed job's occurrences' tags (read from each row's tags_json, through the job index).
+DELETE FROM jobledger_tags AS t
+USING occurrences AS o, json_array_elements_text(o.tags_json::json) AS g(tag)
+WHERE o.job_id = %(job_id)s AND o.tags_json IS NOT NULL
+  AND t.tag = g.tag AND t.seq = o.seq

@@ -253,9 +253,11 @@ _V4_COLUMNS = {
     ),
 }
 # v5: each column's reason is in the migration's sections (docs/schema.md, "Version 5").
+_V5_ANNOTATIONS = (("tags_json", _T, True), ("meta_json", _T, True), ("progress_json", _T, True))
 _V5_COLUMNS = {
     **_V4_COLUMNS,
-    "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True)),
+    "occurrences": (*_V4_COLUMNS["occurrences"], ("started_at", _B, True), *_V5_ANNOTATIONS),
+    "jobledger_tags": (("tag", _T, False), ("seq", _B, False)),
     "jobledger_requeues": (*_V4_COLUMNS["jobledger_requeues"], ("revived_children", _S, False)),
     "jobledger_queues": (
         *_V4_COLUMNS["jobledger_queues"],
@@ -274,7 +276,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "fecd8b2a609b73a0a6f6f22cb28bc9456aa302334864afb7f80465e54ada2091",
         3: "aaf77f079bc136ec998713341cc70ee8fedefd4e1dede728bf867552becaedbf",
         4: "ad1da7c7476f5e8b54085e25def4fba9282e5b430d32a5c223d032e36d37c030",
-        5: "d655681bf7e10cacee4b147db9cd4e33dfa42077c06f59240629cfcc486a546a",
+        5: "1e8d96ca8a712ac8139de48a07780fdb2bf6a3261729b6a20fefb90ac7162c02",
     },
     tables={version: tuple(columns) for version, columns in _COLUMNS.items()},
 )

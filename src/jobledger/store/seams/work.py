@@ -14,6 +14,7 @@ from ...models import (
     OccurrenceCount,
     OccurrencePage,
     Outcome,
+    Progress,
     Renewal,
     Settlement,
 )
@@ -111,14 +112,21 @@ class OccurrenceSeam(Protocol):
         status: str | None = None,
         job_id: str | None = None,
         kind: str | None = None,
+        queue: str | None = None,
+        partition: str | None = None,
+        key: str | None = None,
+        tag: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> OccurrencePage:
-        """Occurrences newest first (insertion order), filtered by status, job and/or kind,
+        """Occurrences newest first (insertion order), filtered by status, job, kind, queue,
+        partition, idempotency ``key`` (as given to ``App.enqueue(key=…)``, across jobs) and/or
+        ``tag`` (one of the tags given at enqueue),
         ``limit`` (1..1000) per page; pass the page's ``next_cursor`` back as ``cursor`` for the
-        next. Each page is one range of an index, whatever the store holds. A job filtered by
-        status or kind looks at the job's next 10,000 occurrences per page: a page may then hold
-        fewer than ``limit`` and still have a ``next_cursor`` (only ``None`` means the end)."""
+        next. Each page is one range of an index, whatever the store holds. A key, tag,
+        partition, job or queue filtered by anything else looks at the next 10,000 occurrences
+        of the first of those per page: a page may then hold fewer than ``limit`` and still
+        have a ``next_cursor`` (only ``None`` means the end)."""
         ...
 
     def count_occurrences(
@@ -225,6 +233,24 @@ class OccurrenceSeam(Protocol):
         Validated whole first (``details["index"]``; an occurrence at most once). A lost lease
         comes back as a :class:`~jobledger.LeaseLost` in its place and changes nothing.
         """
+        ...
+
+    def record_progress(
+        self,
+        *,
+        occurrence_id: str,
+        owner_id: str,
+        fence: int,
+        done: int | float,
+        total: int | float | None = None,
+        message: str | None = None,
+    ) -> Progress:
+        """Record how far the running attempt got (``ctx.progress``): ``done`` of ``total``
+        (a finite number >= 0, and one > 0 or ``None``) and a ``message`` of at most 500
+        characters, stored with the occurrence (``Occurrence.progress``) with its attempt and
+        the instant. Fenced as :meth:`renew`: only the holder of the current, unexpired lease
+        writes it, else :class:`~jobledger.LeaseLost` and nothing changes. Appends no event and
+        leaves the lease and the row's instants as they are."""
         ...
 
     def settle(

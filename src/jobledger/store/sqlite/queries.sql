@@ -220,7 +220,8 @@ INSERT INTO occurrences
    scheduled_for, available_at, status, attempt, max_attempts, fence,
    lease_owner, lease_expires_at, authority_id, payload_json,
    last_error_json, result_json, created_at, updated_at, settled_at,
-   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json)
+   kind, workspace_id, runnable, queue, priority, partition_key, gate, adjudicate, trace_json,
+   tags_json, meta_json)
 SELECT r.occurrence_id, j.job_id, j.revision, r.trigger_key,
        r.scheduled_for, r.available_at, 'queued', 0, j.max_attempts, 0,
        NULL, NULL, j.authority_id, COALESCE(r.payload_json, j.payload_json),
@@ -237,7 +238,7 @@ SELECT r.occurrence_id, j.job_id, j.revision, r.trigger_key,
          ELSE 0
        END,
        CASE WHEN j.on_lost_lease = 'adjudicate' THEN 1 ELSE 0 END,
-       r.trace_json
+       r.trace_json, r.tags_json, r.meta_json
 FROM (
   SELECT e.key AS position,
          json_extract(e.value, '$.occurrence_id') AS occurrence_id,
@@ -252,7 +253,9 @@ FROM (
          json_extract(e.value, '$.queue') AS queue,
          json_extract(e.value, '$.priority') AS priority,
          json_extract(e.value, '$.partition_key') AS partition_key,
-         json_extract(e.value, '$.trace_json') AS trace_json
+         json_extract(e.value, '$.trace_json') AS trace_json,
+         json_extract(e.value, '$.tags_json') AS tags_json,
+         json_extract(e.value, '$.meta_json') AS meta_json
   FROM json_each(:rows) AS e
 ) AS r
 JOIN jobs AS j
@@ -375,6 +378,14 @@ WHERE occurrence_id IN (
   SELECT o.occurrence_id FROM occurrences AS o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
 )
 
+-- name: delete_tags_of_seqs
+-- A row's tags go with it: its (tag, seq) pairs, each a probe of the primary key.
+DELETE FROM jobledger_tags
+WHERE (tag, seq) IN (
+  SELECT t.value, o.seq FROM occurrences AS o, json_each(o.tags_json) AS t
+  WHERE o.seq IN (SELECT value FROM json_each(:seqs)) AND o.tags_json IS NOT NULL
+)
+
 -- name: delete_dependencies_of_seqs
 DELETE FROM jobledger_dependencies WHERE parent_seq IN (SELECT value FROM json_each(:seqs))
 
@@ -485,3 +496,50 @@ SELECT * FROM events INDEXED BY jobledger_events_type
 WHERE event_type = :event_type AND job_id = :job_id AND event_id > :after_id
 ORDER BY event_id
 LIMIT :limit
+-- Finding work (issue 32): a queue's and a partition's occurrences, newest first, each one
+-- backward range of its index (jobledger_occurrences_queue, jobledger_occurrences_partition);
+-- the *_rows_scan twins walk the same range with what the other filters need. Pinned to their
+-- index: with statistics of a store whose rows share one queue, the planner would walk the
+-- rowid and filter.
+
+-- name: list_occurrences_by_queue
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_queue
+WHERE queue = :queue AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: queue_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key, tags_json
+FROM occurrences INDEXED BY jobledger_occurrences_queue
+WHERE queue = :queue AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: list_occurrences_by_partition
+SELECT * FROM occurrences INDEXED BY jobledger_occurrences_partition
+WHERE partition_key = :partition AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: partition_rows_scan
+SELECT seq, status, kind, job_id, queue, partition_key, tags_json
+FROM occurrences INDEXED BY jobledger_occurrences_partition
+WHERE partition_key = :partition AND seq < :before_seq
+ORDER BY seq DESC
+LIMIT :limit
+
+-- name: insert_tags
+-- New occurrences under their tags (:rows, a JSON array of {tag, seq}).
+INSERT INTO jobledger_tags (tag, seq)
+SELECT json_extract(r.value, '$.tag'), json_extract(r.value, '$.seq')
+FROM json_each(:rows) AS r
+WHERE true
+ON CONFLICT (tag, seq) DO NOTHING
+
+-- name: delete_tags_of_job
+-- A removed job's occurrences' tags (read from each row's tags_json, through the job index).
+DELETE FROM jobledger_tags
+WHERE (tag, seq) IN (
+  SELECT t.value, o.seq FROM occurrences AS o, json_each(o.tags_json) AS t
+  WHERE o.job_id = :job_id AND o.tags_json IS NOT NULL
+)

@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = ladder.load_migrations(
         2: "6d6e4b07ca8d764336af520e466464900855f58eb4967cbce52e004d346e7864",
         3: "748d3eb8a9fc57b204fd29342f3c6037e4ea9619aa7c2b664ed4526959856148",
         4: "1e895b44dc93ec723cace9c031358a427fa817a6632f9f0c17b57aa1284fc510",
-        5: "d89904520aa2ae253222a0ebb2890dbefcb0947f90bd235b7538c07c6a764646",
+        5: "3c9dd9ce693010b110b8560563c58b8c7071592be1b594ead48a380fa85e2827",
     },
     tables={version: tuple(columns) for version, columns in COLUMNS.items()},
 )

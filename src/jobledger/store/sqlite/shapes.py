@@ -236,6 +236,14 @@ _V5_COLUMNS: dict[str, Columns] = {
     "occurrences": (
         *_V4_COLUMNS["occurrences"],
         ("started_at", "INTEGER", 0, 0),
+        # Tags, metadata and progress (issue 32): see the migration's section.
+        ("tags_json", "TEXT", 0, 0),
+        ("meta_json", "TEXT", 0, 0),
+        ("progress_json", "TEXT", 0, 0),
+    ),
+    "jobledger_tags": (
+        ("tag", "TEXT", 1, 1),
+        ("seq", "INTEGER", 1, 2),
     ),
     # Flows after a fix (revive_children): see the migration's section.
     "jobledger_requeues": (
@@ -319,6 +327,10 @@ _V5_INDEXES = tuple(
             "jobledger_occurrences_dead_letters",
             "jobledger_occurrences_dead_letters_job",
             "jobledger_occurrences_outcome_unknown",
+            # finding work (issue 32): by queue, partition and idempotency key
+            "jobledger_keys_key",
+            "jobledger_occurrences_partition",
+            "jobledger_occurrences_queue",
         )
     )
 )

@@ -72,3 +72,23 @@ CREATE INDEX jobledger_events_type ON events (event_type, event_id DESC);
 CREATE INDEX jobledger_occurrences_outcome_unknown
   ON occurrences (settled_at DESC, occurrence_id)
   WHERE status = 'dead_letter' AND last_error_json LIKE '%_OUTCOME_UNKNOWN"%';
+-- Finding one customer's work (issue 32, item 7): see the SQLite rung's section of the same
+-- name (seq is named at the end of each listing index, as PostgreSQL does not add it).
+-- "seq > 0" always holds (an identity from 1); only the listing queries, which say it, prove
+-- it: with statistics the planner would otherwise take these for a claim's or a depth count's
+-- held rows of a queue or partition and filter them, instead of the held index.
+CREATE INDEX jobledger_occurrences_queue ON occurrences (queue, seq) WHERE seq > 0;
+CREATE INDEX jobledger_occurrences_partition ON occurrences (partition_key, seq)
+  WHERE partition_key IS NOT NULL AND seq > 0;
+CREATE INDEX jobledger_keys_key ON jobledger_keys (trigger_key);
+
+-- Tags, metadata and progress (issue 32, item 11): see the SQLite rung's section of the same
+-- name.
+ALTER TABLE occurrences ADD COLUMN tags_json TEXT;
+ALTER TABLE occurrences ADD COLUMN meta_json TEXT;
+ALTER TABLE occurrences ADD COLUMN progress_json TEXT;
+CREATE TABLE jobledger_tags (
+  tag  TEXT NOT NULL,
+  seq  BIGINT NOT NULL,
+  PRIMARY KEY (tag, seq)
+);

@@ -125,3 +125,34 @@ ALTER TABLE jobledger_adjudications_v5 RENAME TO jobledger_adjudications;
 CREATE INDEX jobledger_events_type ON events(event_type, event_id DESC);
 CREATE INDEX jobledger_occurrences_outcome_unknown ON occurrences(settled_at DESC, occurrence_id)
   WHERE status = 'dead_letter' AND last_error_json LIKE '%_OUTCOME_UNKNOWN"%';
+-- Finding one customer's work (issue 32, item 7; docs/schema.md "Version 5: finding work").
+-- Operators list occurrences by queue, by partition and by idempotency key, newest first, each
+-- page one backward range of an index ending in the rowid (seq). The queue index gets an entry
+-- per occurrence at insert (a row's queue never changes); the partition index holds only rows
+-- enqueued with a partition. jobledger_keys_key finds a key's occurrences across jobs (the
+-- primary key leads with job_id): one entry per idempotency key, written with the key.
+CREATE INDEX jobledger_occurrences_queue ON occurrences(queue);
+CREATE INDEX jobledger_occurrences_partition ON occurrences(partition_key)
+  WHERE partition_key IS NOT NULL;
+CREATE INDEX jobledger_keys_key ON jobledger_keys(trigger_key);
+
+-- Tags, metadata and progress (issue 32, item 11; docs/schema.md "Version 5: finding work").
+-- occurrences.tags_json      the tags given at enqueue (a JSON list of distinct strings), NULL
+--                            for none; jobledger_tags holds one row per (tag, occurrence seq),
+--                            so a tag's occurrences are one backward range of its primary key.
+--                            No foreign key (it would make every deleted occurrence search
+--                            the table): prune and job removal delete a row's tags with it.
+-- occurrences.meta_json      the metadata object given at enqueue, NULL for none.
+-- occurrences.progress_json  the last progress its handler reported (ctx.progress), fenced as a
+--                            renewal: only the current lease holder writes it.
+ALTER TABLE occurrences ADD COLUMN tags_json TEXT
+  CHECK (tags_json IS NULL OR json_valid(tags_json));
+ALTER TABLE occurrences ADD COLUMN meta_json TEXT
+  CHECK (meta_json IS NULL OR json_valid(meta_json));
+ALTER TABLE occurrences ADD COLUMN progress_json TEXT
+  CHECK (progress_json IS NULL OR json_valid(progress_json));
+CREATE TABLE jobledger_tags (
+  tag  TEXT NOT NULL,
+  seq  INTEGER NOT NULL,
+  PRIMARY KEY (tag, seq)
+) WITHOUT ROWID;
