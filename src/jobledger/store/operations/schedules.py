@@ -47,7 +47,7 @@ from ...schedules.policy import OVERLAP_POLICIES
 from .. import common, inputs, rows
 from ..tx import Row, Tx
 from .base import JobMeta, OperationsBase
-from .firings import firing_of, insert_firings
+from .firings import Firing, firing_of, insert_firings
 
 __all__ = ["ScheduleOperations"]
 
@@ -311,21 +311,7 @@ class ScheduleOperations(OperationsBase):
                 )
             }
             missing = [s for s in slots if (s.scheduled_for, s.trigger_key) not in present]
-            firings = [
-                firing_of(
-                    inputs.EnqueueInput(
-                        job_id=key,
-                        scheduled_for=slot.scheduled_for,
-                        trigger_key=slot.trigger_key,
-                        available_at=slot.available_at,
-                        payload=None,
-                        payload_json=None,  # the job's payload, snapshotted by the insert
-                        once_per_trigger=False,
-                    ),
-                    meta,
-                )
-                for slot in missing
-            ]
+            firings = [_slot_firing(key, slot, meta) for slot in missing]
             inserted = insert_firings(tx, now, firings)
             created = [inserted[f.occurrence_id] for f in firings if f.occurrence_id in inserted]
             if created:
@@ -351,6 +337,23 @@ class ScheduleOperations(OperationsBase):
         if made:
             self._after_enqueue()
         return made
+
+
+def _slot_firing(job_id: str, slot: SlotFiring, meta: JobMeta) -> Firing:
+    """A schedule slot as the firing the store inserts (the job's payload, snapshotted by the
+    insert; the identity on the job's revision, the slot and its trigger key)."""
+    return firing_of(
+        inputs.EnqueueInput(
+            job_id=job_id,
+            scheduled_for=slot.scheduled_for,
+            trigger_key=slot.trigger_key,
+            available_at=slot.available_at,
+            payload=None,
+            payload_json=None,
+            once_per_trigger=False,
+        ),
+        meta,
+    )
 
 
 def _normalize_slot(slot: object, index: int, start: int, end: int) -> SlotFiring:
@@ -441,18 +444,7 @@ class _BatchRecorder:
                 )
             metas[job_id] = JobMeta.from_row(row)
         planned = [
-            firing_of(
-                inputs.EnqueueInput(
-                    job_id=job_id,
-                    scheduled_for=slot.scheduled_for,
-                    trigger_key=slot.trigger_key,
-                    available_at=slot.available_at,
-                    payload=None,
-                    payload_json=None,  # the job's payload, snapshotted by the insert
-                    once_per_trigger=False,
-                ),
-                metas[job_id],
-            )
+            _slot_firing(job_id, slot, metas[job_id])
             for job_id, fire in firings.items()
             for slot in fire
         ]
