@@ -26,6 +26,7 @@ from ..errors import InvalidArgument, LeaseLost
 from ..models import Job, Occurrence, ParentState, Progress
 
 __all__ = [
+    "AttemptFacts",
     "AuthorizationRequest",
     "Authorizer",
     "Decision",
@@ -207,7 +208,38 @@ def allow_all(request: AuthorizationRequest) -> Decision:
 # -- the handler's view ----------------------------------------------------------------------
 
 
-class JobContext:
+class AttemptFacts:
+    """What every handler context reads off the attempt's occurrence (a thread's
+    :class:`JobContext` and a child process's ``IsolatedContext`` alike)."""
+
+    occurrence: Occurrence
+
+    @property
+    def payload(self) -> Any:
+        return self.occurrence.payload
+
+    @property
+    def authority(self) -> dict[str, Any]:
+        return self.occurrence.authority
+
+    @property
+    def fence(self) -> int:
+        return self.occurrence.fence
+
+    @property
+    def attempt(self) -> int:
+        return self.occurrence.attempt
+
+    @property
+    def occurrence_id(self) -> str:
+        return self.occurrence.id
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.occurrence.idempotency_key
+
+
+class JobContext(AttemptFacts):
     """Everything a handler gets: snapshots, the fence, cancellation and a manual lease renewal.
 
     ``fence`` increases with every claim of the occurrence; guard side effects with
@@ -242,30 +274,6 @@ class JobContext:
         self._load_parents = load_parents
         self._parents: dict[str, Any] | None = None
         self._report_progress = report_progress
-
-    @property
-    def payload(self) -> Any:
-        return self.occurrence.payload
-
-    @property
-    def authority(self) -> dict[str, Any]:
-        return self.occurrence.authority
-
-    @property
-    def fence(self) -> int:
-        return self.occurrence.fence
-
-    @property
-    def attempt(self) -> int:
-        return self.occurrence.attempt
-
-    @property
-    def occurrence_id(self) -> str:
-        return self.occurrence.id
-
-    @property
-    def idempotency_key(self) -> str:
-        return self.occurrence.idempotency_key
 
     @property
     def parents(self) -> dict[str, Any]:

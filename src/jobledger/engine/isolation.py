@@ -50,7 +50,7 @@ from typing import Any, Final
 from ..contract import normalize_json
 from ..errors import InvalidArgument, RuntimeRejection
 from ..models import Job, Occurrence
-from .handlers import Decision, JobContext, Snooze
+from .handlers import AttemptFacts, Decision, JobContext, Snooze
 
 __all__ = [
     "CRASHED_CODE",
@@ -101,7 +101,7 @@ def check_isolatable(kind: str, handler: object) -> tuple[str, str]:
     return module, qualname
 
 
-class IsolatedContext:
+class IsolatedContext(AttemptFacts):
     """What an isolated handler gets (in its child process): snapshots, no store.
 
     The same read-only view as :class:`~jobledger.JobContext` — ``job``, ``occurrence``,
@@ -128,30 +128,6 @@ class IsolatedContext:
         self.decision = decision
         self.owner_id = owner_id
         self._parents = parents
-
-    @property
-    def payload(self) -> Any:
-        return self.occurrence.payload
-
-    @property
-    def authority(self) -> dict[str, Any]:
-        return self.occurrence.authority
-
-    @property
-    def fence(self) -> int:
-        return self.occurrence.fence
-
-    @property
-    def attempt(self) -> int:
-        return self.occurrence.attempt
-
-    @property
-    def occurrence_id(self) -> str:
-        return self.occurrence.id
-
-    @property
-    def idempotency_key(self) -> str:
-        return self.occurrence.idempotency_key
 
     @property
     def parents(self) -> dict[str, Any]:
