@@ -9,12 +9,14 @@ written in one transaction by the first of them."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
 
 import jobledger
 from jobledger import SchedulerError
+from jobledger.store.group_commit import GroupCommit
 from jobledger.store.tx import Tx
 from tests.store.helpers import call_all, grouped, hold_leader, wait_queued
 
@@ -134,3 +136,55 @@ def test_a_flow_in_a_group_is_all_or_nothing(store, size):
     assert isinstance(outcomes[0], SchedulerError)
     assert isinstance(outcomes[1], list) and len(outcomes[1]) == size
     assert sum(row.count for row in store.count_occurrences()) == size
+
+
+def test_a_child_forked_while_a_group_is_in_flight_enqueues(store):
+    # The child has only the forking thread: the leader holding the parent's group open is not
+    # there, so a child that kept the parent's group state would queue behind nobody forever.
+    import os
+
+    store.create_job(id="j", kind="k", authority=AUTHORITY)
+    release = threading.Event()
+
+    parent = os.getpid()
+
+    def held_write(body):
+        # The parent's leader waits before its transaction (no database lock is held meanwhile);
+        # the child's writes go straight through.
+        if os.getpid() == parent:
+            assert release.wait(30)
+        return store._write(body)
+
+    group: GroupCommit[object] = GroupCommit(held_write)
+    store.__dict__["_enqueue_group"] = group
+    leader = threading.Thread(target=_enqueue(store, "j", "from-the-parent"))
+    leader.start()
+    deadline = time.monotonic() + 30
+    while not group._leading:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its enqueue must commit on its own
+            code = 1
+            try:
+                done = threading.Event()
+
+                def enqueue() -> None:
+                    _enqueue(store, "j", "from-the-child")()
+                    done.set()
+
+                threading.Thread(target=enqueue, daemon=True).start()
+                code = 0 if done.wait(20) else 2
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 30
+        while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+            assert time.monotonic() < deadline, "the child never finished"
+            time.sleep(0.01)
+        assert os.waitstatus_to_exitcode(waited[1]) == 0, "the child's enqueue never returned"
+    finally:
+        release.set()
+        leader.join(30)
+    keys = sorted(o.trigger_key for o in store.list_occurrences(job_id="j").items)
+    assert keys == ["from-the-child", "from-the-parent"]

@@ -14,7 +14,8 @@ payload that differs from its key's first one, a flow whose identities do not ma
 alone and raises in its own caller; the others commit. A failure of the transaction itself (the
 database unavailable, the commit refused) fails every item of the group — none of them
 returned, none of them is committed. Every caller returns only after the commit that holds its
-item: a process killed mid-group loses only calls that had not returned.
+item: a process killed mid-group loses only calls that had not returned. A process forked while
+a group is in flight starts its own with none (the leader is a thread the child does not have).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..errors import SchedulerError
+from . import forks
 from .tx import Tx
 
 __all__ = ["GroupCommit"]
@@ -58,6 +60,14 @@ class GroupCommit(Generic[R]):
         self._write = write
         self._mutex = threading.Lock()
         self._queued: list[_Item[R]] = []
+        self._leading = False
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child has only the forking thread: a group in flight at the fork has a
+        leader (and callers) the child does not have, so it starts with none (forks.py)."""
+        self._mutex = threading.Lock()
+        self._queued = []
         self._leading = False
 
     def run(self, body: Callable[[Tx], R]) -> R:
