@@ -20,13 +20,14 @@ a group is in flight starts its own with none (the leader is a thread the child 
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import SchedulerError
-from . import forks
 from .tx import Tx
 
 __all__ = ["GroupCommit"]
@@ -39,7 +40,6 @@ class _Item(Generic[R]):
     body: Callable[[Tx], R]
     woken: threading.Event = field(default_factory=threading.Event)
     done: bool = False
-    lead: bool = False
     result: R | None = None
     error: BaseException | None = None
 
@@ -61,11 +61,11 @@ class GroupCommit(Generic[R]):
         self._mutex = threading.Lock()
         self._queued: list[_Item[R]] = []
         self._leading = False
-        forks.register(self)
+        _groups.add(self)
 
     def _after_fork_in_child(self) -> None:
         """A forked child has only the forking thread: a group in flight at the fork has a
-        leader (and callers) the child does not have, so it starts with none (forks.py)."""
+        leader (and callers) the child does not have, so it starts with none."""
         self._mutex = threading.Lock()
         self._queued = []
         self._leading = False
@@ -90,9 +90,7 @@ class GroupCommit(Generic[R]):
         finally:
             with self._mutex:
                 if self._queued:
-                    successor = self._queued[0]
-                    successor.lead = True
-                    successor.woken.set()
+                    self._queued[0].woken.set()  # not done: it leads the next group
                 else:
                     self._leading = False
         return item.answer()
@@ -132,3 +130,16 @@ class GroupCommit(Generic[R]):
         for item in group:
             item.done = True
             item.woken.set()
+
+
+# Every group of this process, reset in a forked child (as forks.py resets the stores; kept
+# here so that this module, which the store's operations import, imports nothing of theirs).
+_groups: weakref.WeakSet[GroupCommit[Any]] = weakref.WeakSet()
+
+
+def _reset_in_child() -> None:
+    for group in list(_groups):
+        group._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
