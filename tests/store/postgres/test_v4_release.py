@@ -14,6 +14,7 @@ import jobledger
 from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.postgres import schema as pg_schema
 from jobledger.testing import FakeClock
+from tests.fixtures.release_support import load_postgres_dump, raw_postgres
 from tests.fixtures.v4_release import (
     V4_RELEASE,
     assert_reads_back,
@@ -32,29 +33,8 @@ def manifest() -> dict[str, Any]:
 
 @pytest.fixture
 def v4_schema(admin) -> None:
-    """The test database's ``jobledger`` schema replaced by the release's dump. psql's
-    meta-commands (``\\restrict``) are dropped: the rest is plain SQL."""
-    admin.execute("DROP SCHEMA jobledger CASCADE")
-    # split on newlines only: str.splitlines would also split the payloads' U+2028
-    sql = "\n".join(
-        line for line in DUMP.read_text("utf-8").split("\n") if not line.startswith("\\")
-    )
-    admin.execute(sql)
-    admin.execute("RESET search_path")
-    admin.execute("SET search_path TO jobledger")
-    assert pg_schema.catalog_fingerprint(admin, "jobledger") == pg_schema.MIGRATIONS[3].fingerprint
-    admin.execute("RESET search_path")
-
-
-def _raw(admin) -> Any:
-    def query(sql: str) -> list[list[Any]]:
-        admin.execute("SET search_path TO jobledger")
-        try:
-            return [list(row.values()) for row in admin.execute(sql).fetchall()]
-        finally:
-            admin.execute("RESET search_path")
-
-    return query
+    """The test database's ``jobledger`` schema replaced by the release's dump."""
+    load_postgres_dump(admin, DUMP, 4)
 
 
 def _contents(admin, columns: dict[str, list[str]] | None = None) -> dict[str, Any]:
@@ -120,7 +100,7 @@ def test_a_v4_schema_of_the_release_upgrades_keeping_every_row(
         migrations = after.pop("migrations")
         assert migrations[1][: len(before["migrations"][1])] == before.pop("migrations")[1]
         assert after == before
-        assert_reads_back(store, manifest, _raw(admin))
+        assert_reads_back(store, manifest, raw_postgres(admin))
         assert store.verify().ok
 
 

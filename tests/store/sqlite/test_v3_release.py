@@ -5,7 +5,6 @@ verifies."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
+from tests.fixtures.release_support import private_copy, raw_sqlite
 from tests.fixtures.v3_release import (
     V3_RELEASE,
     assert_reads_back,
@@ -35,22 +35,7 @@ def manifest() -> dict[str, Any]:
 
 @pytest.fixture
 def v3_file(tmp_path: Path) -> Path:
-    """A private copy of the fixture (never open the shipped file)."""
-    directory = tmp_path / "db"
-    directory.mkdir(mode=0o700)
-    path = directory / "v3.sqlite"
-    shutil.copyfile(FIXTURE, path)
-    path.chmod(0o600)
-    return path
-
-
-def _raw(store: Any) -> Any:
-    def query(sql: str) -> list[list[Any]]:
-        cursor = store._connection.raw.cursor()
-        cursor.row_factory = None
-        return [list(row) for row in cursor.execute(sql).fetchall()]
-
-    return query
+    return private_copy(FIXTURE, tmp_path)
 
 
 def _contents(path: Path) -> dict[str, Any]:
@@ -101,7 +86,7 @@ def test_a_v3_file_of_the_release_upgrades_keeping_every_row(
             *([m.version, m.name, m.checksum, end] for m in MIGRATIONS[3:]),
         ]
         assert schema_fingerprint(store._connection.raw) == MIGRATIONS[-1].fingerprint
-        assert_reads_back(store, manifest, _raw(store))
+        assert_reads_back(store, manifest, raw_sqlite(store))
         assert store.verify().ok
     finally:
         store.close()
@@ -117,7 +102,7 @@ def test_the_duplicated_key_of_the_release_answers_with_its_oldest_occurrence(
     v3_file: Path, manifest: dict[str, Any]
 ) -> None:
     with open_at(v3_file, FakeClock(manifest["clock"]["end"])) as store:
-        assert_the_duplicated_key_answers_with_its_oldest(store, manifest, _raw(store))
+        assert_the_duplicated_key_answers_with_its_oldest(store, manifest, raw_sqlite(store))
         assert store.verify().ok
 
 

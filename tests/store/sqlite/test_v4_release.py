@@ -5,7 +5,6 @@ adjudications, flows, keys), keeps working, and verifies."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from jobledger.errors import SchedulerError
 from jobledger.store.migrations import LATEST_VERSION
 from jobledger.store.sqlite.schema import MIGRATIONS, schema_fingerprint
 from jobledger.testing import FakeClock
+from tests.fixtures.release_support import private_copy, raw_sqlite
 from tests.fixtures.v4_release import (
     V4_RELEASE,
     assert_reads_back,
@@ -35,22 +35,7 @@ def manifest() -> dict[str, Any]:
 
 @pytest.fixture
 def v4_file(tmp_path: Path) -> Path:
-    """A private copy of the fixture (never open the shipped file)."""
-    directory = tmp_path / "db"
-    directory.mkdir(mode=0o700)
-    path = directory / "v4.sqlite"
-    shutil.copyfile(FIXTURE, path)
-    path.chmod(0o600)
-    return path
-
-
-def _raw(store: Any) -> Any:
-    def query(sql: str) -> list[list[Any]]:
-        cursor = store._connection.raw.cursor()
-        cursor.row_factory = None
-        return [list(row) for row in cursor.execute(sql).fetchall()]
-
-    return query
+    return private_copy(FIXTURE, tmp_path)
 
 
 def _tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
@@ -118,7 +103,7 @@ def test_a_v4_file_of_the_release_upgrades_keeping_every_row(
                 f"SELECT {', '.join(columns)} FROM {table} ORDER BY {columns[0]}"
             ).fetchall()
             assert (after[: len(rows)] if table == "migrations" else after) == rows, table
-        assert_reads_back(store, manifest, _raw(store))
+        assert_reads_back(store, manifest, raw_sqlite(store))
         assert store.verify().ok
     finally:
         store.close()
